@@ -1,0 +1,88 @@
+"""aiobotocore clients with the timeouts and retry policy the daemon relies on.
+
+Endpoints, region and credentials come from the standard AWS variables, which botocore
+reads itself. botocore's own retries are kept short (the ``standard`` mode, 3 attempts)
+so that a call never hangs the lease loop for long; the callers add their own jittered
+backoff where a longer retry makes sense (the shard reader) and treat failure as
+"try again next pass" elsewhere (the lease loop).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+from aiobotocore.config import AioConfig
+from aiobotocore.session import get_session
+from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from types_aiobotocore_dynamodb import DynamoDBClient
+    from types_aiobotocore_kinesis import KinesisClient
+    from types_aiobotocore_s3 import S3Client
+
+DEFAULT_REGION = "us-east-1"
+
+
+def client_config(max_pool: int = 50) -> AioConfig:
+    """Short timeouts and few retries: the caller owns the retry policy."""
+    return AioConfig(
+        connect_timeout=5,
+        read_timeout=10,
+        retries={"max_attempts": 3, "mode": "standard"},
+        max_pool_connections=max_pool,
+    )
+
+
+def region() -> str:
+    """The region botocore will use, or us-east-1 when none is configured."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+
+class Clients:
+    """The three clients a worker uses, opened and closed together."""
+
+    kinesis: KinesisClient
+    dynamodb: DynamoDBClient
+    s3: S3Client
+
+    def __init__(self) -> None:
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> Clients:
+        session = get_session()
+        config = client_config()
+        self.kinesis = await self._stack.enter_async_context(
+            session.create_client("kinesis", region_name=region(), config=config)
+        )
+        self.dynamodb = await self._stack.enter_async_context(
+            session.create_client("dynamodb", region_name=region(), config=config)
+        )
+        self.s3 = await self._stack.enter_async_context(
+            session.create_client("s3", region_name=region(), config=config)
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ClientError, or '' for anything else."""
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def http_status(exc: BaseException) -> int:
+    """The HTTP status of a ClientError, or 0."""
+    if isinstance(exc, ClientError):
+        return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+    return 0
+
+
+def backoff(attempt: int, base: float = 0.1, cap: float = 5.0) -> float:
+    """Full-jitter exponential backoff: uniform in [0, min(cap, base * 2**attempt)]."""
+    return random.uniform(0, min(cap, base * (2 ** min(attempt, 30))))

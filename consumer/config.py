@@ -1,0 +1,183 @@
+"""Settings: one object, from ``LANDER_*`` environment variables and CLI flags.
+
+AWS endpoints, region and credentials are deliberately *not* settings here: botocore
+reads ``AWS_REGION``, ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_KINESIS`` (``_DYNAMODB``,
+``_S3``) and the credential chain itself, so pointing the daemon at an emulator needs
+no project-specific switch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from consumer.sequence import Sentinel
+
+_STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+
+
+def default_worker_id() -> str:
+    """Hostname and pid: unique per process, readable in ``lander status``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Settings(BaseSettings):
+    """Everything a worker needs to know; see docs/configuration.md."""
+
+    model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
+
+    stream: str = Field(description="Name of the Kinesis data stream to consume.")
+    lease_table: str = Field(description="DynamoDB table holding one lease per shard.")
+    archive: str | None = Field(
+        default=None,
+        description="Where the lander writes: s3://bucket/prefix or file:///path.",
+    )
+    worker_id: str = Field(
+        default_factory=default_worker_id,
+        description="This worker's name in the lease table (default: hostname-pid).",
+    )
+    initial_position: str = Field(
+        default="TRIM_HORIZON",
+        description="Where a shard with no checkpoint starts: TRIM_HORIZON, LATEST or an "
+        "ISO-8601 time.",
+    )
+    failover_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="A lease whose counter stands still this long is expired.",
+    )
+    renew_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Heartbeat interval (default: failover_seconds / 3).",
+    )
+    lease_scan_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often the lease table is scanned to take, balance and observe "
+        "leases. Bounds how fast a released lease is picked up.",
+    )
+    shard_sync_seconds: float = Field(
+        default=30.0, gt=0, description="How often the stream's shards are listed."
+    )
+    poll_idle_seconds: float = Field(
+        default=1.0,
+        ge=0.2,
+        description="Wait between GetRecords calls on a shard that is caught up.",
+    )
+    max_records_per_call: int = Field(
+        default=10_000, ge=1, le=10_000, description="GetRecords Limit."
+    )
+    shutdown_seconds: float = Field(
+        default=20.0,
+        gt=0,
+        description="Bound on a graceful shutdown or hand-off: flush, checkpoint, release.",
+    )
+    processor: str | None = Field(
+        default=None,
+        description="Record processor as module:Class (default: the built-in lander).",
+    )
+    max_records_per_file: int = Field(default=10_000, ge=1)
+    max_bytes_per_file: int = Field(default=64 * 1024 * 1024, ge=1024)
+    flush_seconds: float = Field(default=60.0, gt=0)
+    payload_format: Literal["json", "raw"] = "json"
+    event_id_pointer: str | None = None
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("stream")
+    @classmethod
+    def _stream_name(cls, value: str) -> str:
+        if not _STREAM_NAME.match(value):
+            raise ValueError("must be 1-128 characters of A-Z a-z 0-9 _ . -")
+        return value
+
+    @field_validator("lease_table")
+    @classmethod
+    def _table_name(cls, value: str) -> str:
+        if not _TABLE_NAME.match(value):
+            raise ValueError("must be 3-255 characters of A-Z a-z 0-9 _ . -")
+        return value
+
+    @field_validator("initial_position")
+    @classmethod
+    def _initial_position(cls, value: str) -> str:
+        parse_initial_position(value)
+        return value
+
+    @field_validator("archive")
+    @classmethod
+    def _archive(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^(s3://[^/]+(/.*)?|file:///.+)$", value):
+            raise ValueError("must be s3://bucket[/prefix] or file:///absolute/path")
+        return value
+
+    @model_validator(mode="after")
+    def _timings(self) -> Settings:
+        if self.renew_seconds is not None and self.renew_seconds >= self.failover_seconds:
+            raise ValueError(
+                f"renew_seconds ({self.renew_seconds}) must be below failover_seconds "
+                f"({self.failover_seconds}), or leases expire between heartbeats"
+            )
+        return self
+
+    @property
+    def renew_interval(self) -> float:
+        """The heartbeat interval in seconds."""
+        return self.renew_seconds or self.failover_seconds / 3
+
+    @property
+    def start_position(self) -> tuple[Sentinel, datetime | None]:
+        """The initial position as a checkpoint sentinel and optional timestamp."""
+        return parse_initial_position(self.initial_position)
+
+
+def parse_initial_position(value: str) -> tuple[Sentinel, datetime | None]:
+    """``TRIM_HORIZON``, ``LATEST`` or an ISO-8601 time (naive means UTC)."""
+    upper = value.strip().upper()
+    if upper in (Sentinel.TRIM_HORIZON, Sentinel.LATEST):
+        return Sentinel(upper), None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError("must be TRIM_HORIZON, LATEST or an ISO-8601 time") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return Sentinel.AT_TIMESTAMP, when
+
+
+class ConfigError(Exception):
+    """Bad or missing configuration, with one line that names the setting."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment and overrides (CLI flags).
+
+    Raises :class:`ConfigError` with a single readable line; pydantic's multi-line
+    report is folded so that start-up fails with one clear message.
+    """
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"])
+        name = f"LANDER_{where.upper()}" if where else "settings"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "is required but not set"
+        problems.append(f"{name} {message}")
+    return "invalid configuration: " + "; ".join(problems)

@@ -1,0 +1,115 @@
+"""The stream interface on Kinesis (or an emulator of it) through aiobotocore."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from consumer.aws import error_code, http_status
+from consumer.sequence import Sentinel, parse_sequence_number
+from consumer.stream import (
+    IteratorExpiredError,
+    KinesisRecord,
+    RecordsPage,
+    Shard,
+    StartAt,
+    StreamError,
+    StreamNotFoundError,
+    ThrottledError,
+    TransientStreamError,
+)
+
+if TYPE_CHECKING:
+    from types_aiobotocore_kinesis import KinesisClient
+
+_THROTTLED = {"ProvisionedThroughputExceededException", "LimitExceededException", "Throttling"}
+
+
+class KinesisStream:
+    """One stream, read through a shared aiobotocore client."""
+
+    def __init__(self, client: KinesisClient, stream: str) -> None:
+        self._client = client
+        self.stream = stream
+
+    async def list_shards(self) -> list[Shard]:
+        """ListShards, every page awaited (seed 004 dropped the second page)."""
+        shards: list[Shard] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"NextToken": token} if token else {"StreamName": self.stream}
+            try:
+                page = await self._client.list_shards(**kwargs)
+            except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
+                _raise(exc)
+            for raw in page.get("Shards", []):
+                parents = {raw.get("ParentShardId"), raw.get("AdjacentParentShardId")}
+                shards.append(
+                    Shard(
+                        shard_id=raw["ShardId"],
+                        parents=frozenset(p for p in parents if p),
+                        closed="EndingSequenceNumber" in raw.get("SequenceNumberRange", {}),
+                    )
+                )
+            token = page.get("NextToken")
+            if not token:
+                return shards
+
+    async def get_iterator(self, shard_id: str, start: StartAt) -> str:
+        """GetShardIterator for a position, a sentinel or a timestamp."""
+        kwargs: dict[str, Any] = {"StreamName": self.stream, "ShardId": shard_id}
+        if start.position is not None:
+            kwargs["ShardIteratorType"] = "AT_SEQUENCE_NUMBER"
+            kwargs["StartingSequenceNumber"] = str(start.position.sequence)
+        elif start.kind is Sentinel.AT_TIMESTAMP:
+            kwargs["ShardIteratorType"] = "AT_TIMESTAMP"
+            kwargs["Timestamp"] = start.timestamp
+        else:
+            kwargs["ShardIteratorType"] = str(start.kind or Sentinel.TRIM_HORIZON)
+        try:
+            response = await self._client.get_shard_iterator(**kwargs)
+        except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
+            _raise(exc)
+        return response["ShardIterator"]
+
+    async def get_records(self, iterator: str, limit: int) -> RecordsPage:
+        """GetRecords, sequence numbers as ints."""
+        try:
+            response = await self._client.get_records(ShardIterator=iterator, Limit=limit)
+        except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
+            _raise(exc)
+        records = [
+            KinesisRecord(
+                sequence=parse_sequence_number(raw["SequenceNumber"]),
+                partition_key=raw["PartitionKey"],
+                data=raw["Data"],
+                arrival=raw["ApproximateArrivalTimestamp"],
+                explicit_hash_key=_optional_str(raw, "ExplicitHashKey"),
+            )
+            for raw in response.get("Records", [])
+        ]
+        return RecordsPage(
+            records=records,
+            next_iterator=response.get("NextShardIterator"),
+            millis_behind=response.get("MillisBehindLatest"),
+        )
+
+
+def _optional_str(raw: Mapping[str, object], key: str) -> str | None:
+    value = raw.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _raise(exc: BaseException) -> NoReturn:
+    code = error_code(exc)
+    if code == "ExpiredIteratorException":
+        raise IteratorExpiredError(str(exc)) from exc
+    if code in _THROTTLED:
+        raise ThrottledError(str(exc)) from exc
+    if code == "ResourceNotFoundException":
+        raise StreamNotFoundError(str(exc)) from exc
+    if isinstance(exc, ClientError) and http_status(exc) < 500 and code != "InternalFailure":
+        raise StreamError(str(exc)) from exc
+    raise TransientStreamError(repr(exc)) from exc

@@ -1,0 +1,269 @@
+"""One worker's side of the lease protocol: what it holds, heartbeats, fenced writes.
+
+The coordinator carries out what :mod:`.decisions` decides and keeps, for each lease it
+holds, the monotonic time at which its last successful fenced write *started*. Other
+workers can only expire the lease ``failover`` seconds after they first saw the
+counter that write produced, which is after that start, so until ``start + failover``
+no one else can have taken it. Before handing records to a processor or writing a
+checkpoint the worker checks that it is well inside that window, and renews first
+when it is not (after a pause such as SIGSTOP, a long GC or a stalled event loop):
+a frozen worker that wakes up learns it lost its leases before it does anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from consumer.leases.decisions import (
+    Plan,
+    Seen,
+    is_expired,
+    observe,
+    plan_acquisitions,
+    ready_keys,
+)
+from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.store import LeaseStore, TableMissingError
+from consumer.sequence import Checkpoint
+
+log = structlog.get_logger("consumer.leases")
+
+
+@dataclass(slots=True)
+class HeldLease:
+    """A lease this worker holds, with the time of its last successful fenced write."""
+
+    lease: Lease
+    renewed_at: float
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lost: bool = False
+    handoff_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """What a lease pass changed: leases gained, and hand-offs asked of us."""
+
+    taken: tuple[Lease, ...] = ()
+    handoffs: tuple[str, ...] = ()
+    plan: Plan = field(default_factory=Plan)
+    leases: tuple[Lease, ...] = ()
+
+
+class LeaseCoordinator:
+    """Takes, renews, checkpoints and gives up leases for one worker."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        worker_id: str,
+        failover: float,
+        renew_interval: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.failover = failover
+        self.renew_interval = renew_interval
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.held: dict[str, HeldLease] = {}
+        self.seen: dict[str, Seen] = {}
+        self.listed_shards: set[str] | None = None
+        # A lease is revalidated before use once its last write is this old.
+        self.stale_after = min(1.5 * renew_interval, 0.5 * failover)
+        self._log = log.bind(worker_id=worker_id)
+
+    # -- scanning and acquiring ------------------------------------------------------
+
+    async def scan(self) -> list[Lease]:
+        """Read the table and fold it into what this worker has seen."""
+        try:
+            leases = await self.store.list_leases()
+        except TableMissingError:
+            self._log.warning("lease table missing; creating it")
+            await self.store.ensure_table()
+            leases = []
+        self.seen = observe(self.seen, leases, self.clock())
+        return leases
+
+    async def lease_pass(self) -> PassResult:
+        """One pass: scan, notice hand-off requests, take and steal as planned."""
+        leases = await self.scan()
+        handoffs = tuple(
+            lease.key
+            for lease in leases
+            if lease.key in self.held
+            and lease.handoff_to is not None
+            and lease.owner == self.worker_id
+            and self._note_handoff(lease)
+        )
+        plan = plan_acquisitions(
+            self.worker_id,
+            leases,
+            set(self.held),
+            self.seen,
+            now=self.clock(),
+            failover=self.failover,
+            ready=ready_keys(leases, self.listed_shards),
+            rng=self.rng,
+        )
+        taken = []
+        for lease in plan.take:
+            got = await self._take(lease)
+            if got is not None:
+                taken.append(got)
+        if plan.handoff is not None and await self.store.request_handoff(
+            plan.handoff, self.worker_id
+        ):
+            self._log.info(
+                "lease hand-off requested",
+                shard_id=plan.handoff.key,
+                owner=plan.handoff.owner,
+                target=plan.target,
+            )
+        return PassResult(tuple(taken), handoffs, plan, tuple(leases))
+
+    def _note_handoff(self, lease: Lease) -> bool:
+        held = self.held[lease.key]
+        if held.handoff_to is not None:
+            return False
+        held.handoff_to = lease.handoff_to
+        return True
+
+    async def _take(self, lease: Lease) -> Lease | None:
+        started = self.clock()
+        try:
+            taken = await self.store.take(lease, self.worker_id)
+        except LeaseLostError:
+            return None
+        self.held[taken.key] = HeldLease(taken, started)
+        expired = lease.owner not in (None, self.worker_id)
+        self._log.info(
+            "lease taken",
+            shard_id=taken.key,
+            previous_owner=lease.owner,
+            expired=expired,
+            counter=taken.counter,
+        )
+        return taken
+
+    def expired(self, lease: Lease) -> bool:
+        """Whether this worker judges ``lease`` expired right now."""
+        return is_expired(lease, self.seen, self.clock(), self.failover)
+
+    # -- heartbeats ------------------------------------------------------------------
+
+    async def renew_all(self) -> tuple[list[str], list[str]]:
+        """Renew every held lease; returns (lost keys, keys with a hand-off request)."""
+        keys = list(self.held)
+        results = await asyncio.gather(*(self.renew(key) for key in keys), return_exceptions=True)
+        lost: list[str] = []
+        handoffs: list[str] = []
+        for key, result in zip(keys, results, strict=True):
+            if isinstance(result, LeaseLostError):
+                lost.append(key)
+            elif isinstance(result, BaseException):
+                self._log.warning("lease renewal failed", shard_id=key, error=repr(result))
+                if self._too_old(key):
+                    self._mark_lost(key, "renewals failed for the failover time")
+                    lost.append(key)
+            elif result:
+                handoffs.append(key)
+        return lost, handoffs
+
+    async def renew(self, key: str) -> bool:
+        """Heartbeat one lease; True if a hand-off has just been requested of it."""
+        held = self._held(key)
+        async with held.lock:
+            self._check(held)
+            started = self.clock()
+            try:
+                held.lease = await self.store.renew(held.lease)
+            except LeaseLostError as exc:
+                self._mark_lost(key, exc.reason)
+                raise
+            held.renewed_at = started
+        if held.lease.handoff_to is not None and held.handoff_to is None:
+            held.handoff_to = held.lease.handoff_to
+            return True
+        return False
+
+    async def ensure_valid(self, key: str) -> None:
+        """Raise LeaseLostError unless the lease is certainly still ours right now."""
+        held = self._held(key)
+        self._check(held)
+        if self.clock() - held.renewed_at >= self.stale_after:
+            await self.renew(key)
+
+    def _too_old(self, key: str) -> bool:
+        held = self.held.get(key)
+        return held is not None and self.clock() - held.renewed_at >= self.failover
+
+    # -- fenced writes by the owner ----------------------------------------------------
+
+    async def checkpoint(self, key: str, checkpoint: Checkpoint) -> Lease:
+        """Write a checkpoint under the lease; LeaseLostError if it is not ours."""
+        await self.ensure_valid(key)
+        held = self._held(key)
+        async with held.lock:
+            self._check(held)
+            started = self.clock()
+            try:
+                held.lease = await self.store.checkpoint(held.lease, checkpoint)
+            except LeaseLostError as exc:
+                self._mark_lost(key, exc.reason)
+                raise
+            held.renewed_at = started
+            return held.lease
+
+    async def give_up(self, key: str) -> None:
+        """Hand the lease to whoever asked for it, or release it; forget it either way."""
+        held = self.held.get(key)
+        if held is None or held.lost:
+            self.held.pop(key, None)
+            return
+        async with held.lock:
+            try:
+                if held.handoff_to is not None and held.handoff_to != self.worker_id:
+                    await self.store.transfer(held.lease, held.handoff_to)
+                    self._log.info("lease handed off", shard_id=key, to=held.handoff_to)
+                else:
+                    await self.store.release(held.lease)
+                    self._log.info("lease released", shard_id=key)
+            except LeaseLostError:
+                self._log.info("lease already lost at release", shard_id=key)
+            finally:
+                self.held.pop(key, None)
+
+    def forget(self, key: str) -> None:
+        """Drop a lease from what this worker holds (after it was lost)."""
+        self.held.pop(key, None)
+
+    def lease(self, key: str) -> Lease:
+        """The latest known state of a held lease."""
+        return self._held(key).lease
+
+    def _held(self, key: str) -> HeldLease:
+        held = self.held.get(key)
+        if held is None:
+            raise LeaseLostError(key, "not held by this worker")
+        return held
+
+    def _check(self, held: HeldLease) -> None:
+        if held.lost:
+            raise LeaseLostError(held.lease.key, "lost earlier")
+
+    def _mark_lost(self, key: str, reason: str) -> None:
+        held = self.held.get(key)
+        if held is not None and not held.lost:
+            held.lost = True
+            self._log.warning("lease lost", shard_id=key, reason=reason)

@@ -1,0 +1,218 @@
+"""The lease table on DynamoDB: KCL's item layout, conditional UpdateItem everywhere.
+
+Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
+
+    leaseKey (S, hash key)  leaseOwner (S)  leaseCounter (N)
+    checkpoint (S)  checkpointSubSequenceNumber (N)  ownerSwitchesSinceCheckpoint (N)
+    parentShardId (SS)  handoffTo (S, the lander's graceful-steal request)
+
+The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from consumer.aws import error_code
+from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.store import TableMissingError
+from consumer.sequence import Checkpoint, checkpoint_from_item, checkpoint_to_item
+
+if TYPE_CHECKING:
+    from types_aiobotocore_dynamodb import DynamoDBClient
+
+Item = Mapping[str, Any]
+
+_OWNED = "leaseCounter = :counter AND leaseOwner = :owner"
+_UNOWNED = "leaseCounter = :counter AND (attribute_not_exists(leaseOwner) OR leaseOwner = :null)"
+
+
+class DynamoLeaseStore:
+    """Leases in a DynamoDB table (created on demand, on-demand billing)."""
+
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    async def ensure_table(self) -> None:
+        """Create the table if missing and wait until it is ACTIVE."""
+        try:
+            await self._client.create_table(
+                TableName=self._table,
+                KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ResourceInUseException":
+                raise
+        for _ in range(600):
+            try:
+                described = await self._client.describe_table(TableName=self._table)
+            except ClientError as exc:
+                if error_code(exc) != "ResourceNotFoundException":
+                    raise
+            else:
+                if described["Table"].get("TableStatus") == "ACTIVE":
+                    return
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"lease table {self._table} did not become ACTIVE")
+
+    async def list_leases(self) -> list[Lease]:
+        """Scan every lease, strongly consistent, following pagination."""
+        leases: list[Lease] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            try:
+                page = await self._client.scan(**kwargs)
+            except ClientError as exc:
+                if error_code(exc) == "ResourceNotFoundException":
+                    raise TableMissingError(self._table) from None
+                raise
+            leases.extend(lease_from_item(item) for item in page.get("Items", []))
+            start = dict(page.get("LastEvaluatedKey") or {})
+            if not start:
+                return leases
+
+    async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
+        """Put an unowned lease unless one exists."""
+        value, sub = checkpoint_to_item(checkpoint)
+        item: dict[str, Any] = {
+            "leaseKey": {"S": key},
+            "leaseCounter": {"N": "0"},
+            "checkpoint": {"S": value},
+            "checkpointSubSequenceNumber": {"N": str(sub)},
+            "ownerSwitchesSinceCheckpoint": {"N": "0"},
+        }
+        if parents:
+            item["parentShardId"] = {"SS": sorted(parents)}
+        try:
+            await self._client.put_item(
+                TableName=self._table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(leaseKey)",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            if error_code(exc) == "ResourceNotFoundException":
+                raise TableMissingError(self._table) from None
+            raise
+        return True
+
+    async def take(self, lease: Lease, owner: str) -> Lease:
+        """Become the owner if counter and owner are as observed."""
+        switches = " ADD ownerSwitchesSinceCheckpoint :one" if lease.owner != owner else ""
+        return await self._update(
+            lease,
+            "SET leaseOwner = :me, leaseCounter = :next REMOVE handoffTo" + switches,
+            {":me": {"S": owner}},
+            owned=lease.owner is not None,
+        )
+
+    async def renew(self, lease: Lease) -> Lease:
+        """Counter + 1, returning the item as it now is (hand-off requests included)."""
+        return await self._update(lease, "SET leaseCounter = :next", {})
+
+    async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
+        """Record progress, fenced."""
+        value, sub = checkpoint_to_item(checkpoint)
+        return await self._update(
+            lease,
+            "SET leaseCounter = :next, checkpoint = :cp, checkpointSubSequenceNumber = :sub, "
+            "ownerSwitchesSinceCheckpoint = :zero",
+            {":cp": {"S": value}, ":sub": {"N": str(sub)}, ":zero": {"N": "0"}},
+        )
+
+    async def request_handoff(self, lease: Lease, to: str) -> bool:
+        """Write ``handoffTo`` if the lease is unchanged and no request is pending."""
+        try:
+            await self._client.update_item(
+                TableName=self._table,
+                Key={"leaseKey": {"S": lease.key}},
+                UpdateExpression="SET handoffTo = :to",
+                ConditionExpression=_OWNED + " AND attribute_not_exists(handoffTo)",
+                ExpressionAttributeValues={
+                    ":to": {"S": to},
+                    ":counter": {"N": str(lease.counter)},
+                    ":owner": {"S": lease.owner or ""},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
+                return False
+            raise
+        return True
+
+    async def transfer(self, lease: Lease, to: str) -> None:
+        """Hand the lease to ``to``."""
+        await self._update(
+            lease,
+            "SET leaseOwner = :to, leaseCounter = :next ADD ownerSwitchesSinceCheckpoint :one "
+            "REMOVE handoffTo",
+            {":to": {"S": to}},
+        )
+
+    async def release(self, lease: Lease) -> None:
+        """Clear the owner so any worker may take the lease at once."""
+        await self._update(lease, "SET leaseCounter = :next REMOVE leaseOwner, handoffTo", {})
+
+    async def delete_lease(self, key: str) -> None:
+        """Remove a lease item."""
+        await self._client.delete_item(TableName=self._table, Key={"leaseKey": {"S": key}})
+
+    async def _update(
+        self, lease: Lease, expression: str, values: dict[str, Any], owned: bool = True
+    ) -> Lease:
+        values = {
+            **values,
+            ":counter": {"N": str(lease.counter)},
+            ":next": {"N": str(lease.counter + 1)},
+        }
+        if ":one" in expression:
+            values[":one"] = {"N": "1"}
+        if owned:
+            values[":owner"] = {"S": lease.owner or ""}
+        else:
+            values[":null"] = {"S": "NULL"}
+        try:
+            response = await self._client.update_item(
+                TableName=self._table,
+                Key={"leaseKey": {"S": lease.key}},
+                UpdateExpression=expression,
+                ConditionExpression=_OWNED if owned else _UNOWNED,
+                ExpressionAttributeValues=values,
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            code = error_code(exc)
+            if code == "ConditionalCheckFailedException":
+                raise LeaseLostError(lease.key) from None
+            if code == "ResourceNotFoundException":
+                raise LeaseLostError(lease.key, "lease table does not exist") from None
+            raise
+        return lease_from_item(response["Attributes"])
+
+
+def lease_from_item(item: Item) -> Lease:
+    """Read a lease item; tolerant of KCL's optional attributes."""
+    owner = item.get("leaseOwner", {}).get("S")
+    return Lease(
+        key=item["leaseKey"]["S"],
+        owner=None if owner in (None, "", "NULL") else owner,
+        counter=int(item.get("leaseCounter", {}).get("N", "0")),
+        checkpoint=checkpoint_from_item(
+            item.get("checkpoint", {}).get("S", "TRIM_HORIZON"),
+            int(item.get("checkpointSubSequenceNumber", {}).get("N", "0")),
+        ),
+        owner_switches=int(item.get("ownerSwitchesSinceCheckpoint", {}).get("N", "0")),
+        parents=frozenset(item.get("parentShardId", {}).get("SS", [])),
+        handoff_to=item.get("handoffTo", {}).get("S"),
+    )

@@ -1,0 +1,50 @@
+"""What a lease is: one item of the lease table, one per shard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from consumer.sequence import Checkpoint, Sentinel
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A snapshot of one lease item, as last read from or written to the table.
+
+    Attribute names in the table are KCL's (``leaseKey``, ``leaseOwner``,
+    ``leaseCounter``, ``checkpoint``, ...), so a table left by a KCL application can be
+    adopted. ``handoff_to`` is the lander's own: a worker that wants to steal this lease
+    writes its id there and the owner hands the lease over after a checkpoint.
+    """
+
+    key: str
+    owner: str | None = None
+    counter: int = 0
+    checkpoint: Checkpoint = Sentinel.TRIM_HORIZON
+    owner_switches: int = 0
+    parents: frozenset[str] = field(default_factory=frozenset)
+    handoff_to: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the shard was read to its end and SHARD_END checkpointed."""
+        return self.checkpoint is Sentinel.SHARD_END
+
+    def evolve(self, **changes: object) -> Lease:
+        """A copy with some fields changed (what a successful write produced)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+class LeaseLostError(Exception):
+    """A conditional write on a lease failed: another worker owns it now.
+
+    The worker that sees this stops the shard at once; nothing more is processed
+    or checkpointed under the lease it thought it held. Not retriable.
+    """
+
+    retriable = False
+
+    def __init__(self, key: str, reason: str = "condition failed") -> None:
+        super().__init__(f"lease {key} lost: {reason}")
+        self.key = key
+        self.reason = reason

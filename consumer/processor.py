@@ -1,0 +1,120 @@
+"""The record processor contract users implement, as in KCL: five calls.
+
+One processor instance per shard lease. The worker calls, in order::
+
+    initialize ─► process_records* ─┬─► shard_ended          (shard read to its end)
+                                    ├─► shutdown_requested   (graceful stop or hand-off)
+                                    └─► lease_lost           (another worker owns it now)
+
+``process_records`` may receive an empty list (a quiet shard): that lets a processor
+flush by time. Checkpoints are fenced by the lease: once the lease is lost,
+:meth:`Checkpointer.checkpoint` raises :class:`~consumer.leases.model.LeaseLostError`
+and nothing more may be written for the shard. ``lease_lost`` gets no checkpointer
+for that reason. After ``shard_ended`` returns the worker checkpoints SHARD_END
+itself, so a processor only has to finish (land, flush) what it holds.
+
+An exception from a processor call is logged with the shard and worker ids, and the
+shard restarts from its last checkpoint after a backoff: records after the checkpoint
+are delivered again, none is skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.records import Record
+from consumer.sequence import Checkpoint, Position, Sentinel
+
+
+class Checkpointer:
+    """Records a shard's progress in its lease, fenced by the lease counter."""
+
+    def __init__(
+        self,
+        coordinator: LeaseCoordinator,
+        shard_id: str,
+        last_delivered: Callable[[], Position | None],
+    ) -> None:
+        self._coordinator = coordinator
+        self.shard_id = shard_id
+        self._last_delivered = last_delivered
+
+    async def checkpoint(self, position: Position | None = None) -> None:
+        """Checkpoint ``position`` (default: the last record delivered to the processor).
+
+        Raises ``ValueError`` for a position beyond what was delivered, and
+        ``LeaseLostError`` when the lease is no longer ours.
+        """
+        last = self._last_delivered()
+        target = position if position is not None else last
+        if target is None:
+            return
+        if last is None or target > last:
+            raise ValueError(f"cannot checkpoint {target}: last delivered is {last}")
+        await self._coordinator.checkpoint(self.shard_id, target)
+
+    @property
+    def current(self) -> Checkpoint:
+        """The checkpoint currently stored in the lease."""
+        return self._coordinator.lease(self.shard_id).checkpoint
+
+    async def mark_shard_end(self) -> None:
+        """Checkpoint SHARD_END; the worker calls this after ``shard_ended``."""
+        await self._coordinator.checkpoint(self.shard_id, Sentinel.SHARD_END)
+
+
+@dataclass(frozen=True, slots=True)
+class InitializationInput:
+    """Given to :meth:`RecordProcessor.initialize`."""
+
+    shard_id: str
+    worker_id: str
+    checkpoint: Checkpoint
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRecordsInput:
+    """Given to :meth:`RecordProcessor.process_records`."""
+
+    records: list[Record]
+    checkpointer: Checkpointer
+    millis_behind_latest: int | None
+
+
+@runtime_checkable
+class RecordProcessor(Protocol):
+    """What a user implements to consume a stream."""
+
+    async def initialize(self, init: InitializationInput) -> None:
+        """A lease was taken: the shard's records follow, from ``init.checkpoint``."""
+
+    async def process_records(self, batch: ProcessRecordsInput) -> None:
+        """Handle records in order; checkpoint when they are safely done."""
+
+    async def lease_lost(self) -> None:
+        """Another worker owns the shard now; drop buffered work, write nothing."""
+
+    async def shard_ended(self, checkpointer: Checkpointer) -> None:
+        """Every record of the closed shard was delivered; finish what is buffered."""
+
+    async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
+        """The worker is stopping or handing the lease off; finish and checkpoint."""
+
+
+ProcessorFactory = Callable[[], RecordProcessor]
+
+
+def load_processor(spec: str) -> ProcessorFactory:
+    """Resolve ``module:Class`` (or ``module:factory``) to a processor factory."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"processor must look like module:Class, got {spec!r}")
+    module = importlib.import_module(module_name)
+    factory = getattr(module, attribute, None)
+    if factory is None or not callable(factory):
+        raise ValueError(f"{spec!r}: {module_name} has no callable {attribute}")
+    return factory  # type: ignore[no-any-return]

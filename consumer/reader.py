@@ -1,0 +1,153 @@
+"""One shard's GetRecords loop: iterators, pacing, backoff, expiry, shard end.
+
+The reader resumes *at* the checkpointed sequence number (AT_SEQUENCE_NUMBER) and
+drops every user record at or before the checkpointed position. That is the one rule
+that is right for both plain records (subsequence 0) and KPL aggregates whose first
+few user records were already processed; KCL's AFTER_SEQUENCE_NUMBER shortcut cannot
+tell "subsequence 0 of an aggregate" from "a plain record".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import structlog
+
+from consumer.aws import backoff
+from consumer.records import Record, user_records
+from consumer.sequence import Checkpoint, Position, Sentinel
+from consumer.stream import (
+    IteratorExpiredError,
+    KinesisRecord,
+    StartAt,
+    StreamClient,
+    StreamError,
+)
+
+log = structlog.get_logger("consumer.reader")
+
+MIN_CALL_INTERVAL = 0.2
+"""Kinesis allows five GetRecords calls per second per shard."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one GetRecords call yielded, after deaggregation and filtering."""
+
+    records: list[Record]
+    millis_behind: int | None
+    shard_end: bool = False
+
+
+class ShardReader:
+    """Reads one shard from a checkpoint until it ends or ``stopping`` is set."""
+
+    def __init__(
+        self,
+        stream: StreamClient,
+        shard_id: str,
+        checkpoint: Checkpoint,
+        *,
+        timestamp: datetime | None = None,
+        limit: int = 10_000,
+        idle_seconds: float = 1.0,
+        stopping: asyncio.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream = stream
+        self.shard_id = shard_id
+        self.limit = limit
+        self.idle_seconds = idle_seconds
+        self.stopping = stopping or asyncio.Event()
+        self.clock = clock
+        self.start = _start_at(checkpoint, timestamp)
+        self.last: Position | None = checkpoint if isinstance(checkpoint, Position) else None
+        """Position of the last record delivered (or checkpointed before we started)."""
+        self.millis_behind: int | None = None
+        self.calls = 0
+        self._last_call = -MIN_CALL_INTERVAL
+        self._log = log.bind(shard_id=shard_id)
+
+    def resume_point(self) -> StartAt:
+        """Where a fresh iterator must start so that nothing is skipped."""
+        if self.last is not None:
+            return StartAt(kind=None, position=self.last)
+        return self.start
+
+    async def batches(self) -> AsyncIterator[Batch]:
+        """Yield batches until the shard ends or the reader is asked to stop."""
+        iterator: str | None = None
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                if iterator is None:
+                    iterator = await self.stream.get_iterator(self.shard_id, self.resume_point())
+                await self._pace()
+                page = await self.stream.get_records(iterator, self.limit)
+            except IteratorExpiredError:
+                self._log.info("shard iterator expired; reopening", position=str(self.last))
+                iterator = None
+                continue
+            except StreamError as exc:
+                if not exc.retriable:
+                    raise
+                failures += 1
+                delay = backoff(failures, base=0.2, cap=10.0)
+                self._log.warning(
+                    "GetRecords failed; backing off",
+                    error=type(exc).__name__,
+                    detail=str(exc)[:300],
+                    attempt=failures,
+                    delay=round(delay, 3),
+                )
+                await self._nap(delay)
+                continue
+            failures = 0
+            records = self._unpack(page.records)
+            self.millis_behind = page.millis_behind
+            iterator = page.next_iterator
+            yield Batch(records, page.millis_behind, shard_end=iterator is None)
+            if iterator is None:
+                return
+            if not page.records and not page.millis_behind:
+                await self._nap(self.idle_seconds)
+
+    def _unpack(self, raw: list[KinesisRecord]) -> list[Record]:
+        floor = self.last
+        records: list[Record] = []
+        for kinesis_record in raw:
+            for record in user_records(self.shard_id, kinesis_record):
+                if floor is None or record.position > floor:
+                    records.append(record)
+        if records:
+            self.last = records[-1].position
+        return records
+
+    async def _pace(self) -> None:
+        wait = self._last_call + MIN_CALL_INTERVAL - self.clock()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        self._last_call = self.clock()
+        self.calls += 1
+
+    async def _nap(self, seconds: float) -> None:
+        """Sleep, but wake at once when asked to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+
+
+def _start_at(checkpoint: Checkpoint, timestamp: datetime | None) -> StartAt:
+    if isinstance(checkpoint, Position):
+        return StartAt(kind=None, position=checkpoint)
+    if checkpoint is Sentinel.AT_TIMESTAMP:
+        if timestamp is None:
+            raise ValueError("AT_TIMESTAMP checkpoint needs the initial timestamp")
+        return StartAt(kind=Sentinel.AT_TIMESTAMP, timestamp=timestamp)
+    if checkpoint is Sentinel.SHARD_END:
+        raise ValueError("shard already read to its end")
+    return StartAt(kind=checkpoint)

@@ -1,0 +1,73 @@
+"""User records: what a processor receives, one per (sequence, subsequence) position."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from consumer.kpl import KplError, deaggregate, is_aggregated
+from consumer.sequence import Position
+from consumer.stream import KinesisRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One user record.
+
+    ``error`` is set when the Kinesis record looked like a KPL aggregate but could
+    not be unpacked (bad checksum, truncated, ...): ``data`` is then the whole raw
+    record, so a processor can dead-letter it instead of losing it or stalling.
+    """
+
+    shard_id: str
+    position: Position
+    partition_key: str
+    data: bytes
+    arrival: datetime
+    explicit_hash_key: str | None = None
+    error: str | None = None
+
+    @property
+    def sequence_number(self) -> str:
+        """The Kinesis sequence number in its string form."""
+        return str(self.position.sequence)
+
+
+def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
+    """Unpack a Kinesis record into its user records (one, unless KPL-aggregated)."""
+    if not is_aggregated(record.data):
+        return [
+            Record(
+                shard_id,
+                Position(record.sequence, 0),
+                record.partition_key,
+                record.data,
+                record.arrival,
+                record.explicit_hash_key,
+            )
+        ]
+    try:
+        unpacked = deaggregate(record.data)
+    except KplError as exc:
+        return [
+            Record(
+                shard_id,
+                Position(record.sequence, 0),
+                record.partition_key,
+                record.data,
+                record.arrival,
+                record.explicit_hash_key,
+                error=f"kpl_{exc.reason}: {exc}",
+            )
+        ]
+    return [
+        Record(
+            shard_id,
+            Position(record.sequence, index),
+            user.partition_key,
+            user.data,
+            record.arrival,
+            user.explicit_hash_key,
+        )
+        for index, user in enumerate(unpacked)
+    ]

@@ -1,0 +1,136 @@
+"""One shard's life under one lease, as an explicit state machine.
+
+    INITIALIZING ─► PROCESSING ─┬─► SHARD_ENDED ──► DONE   (SHARD_END checkpointed)
+                                ├─► STOPPING ─────► DONE   (graceful: shutdown_requested)
+                                └─► LEASE_LOST ───► DONE   (nothing more written)
+
+Lease loss wins over everything: the worker cancels the task the moment a fenced
+write fails or a renewal says so, and :meth:`ShardConsumer.lose` makes sure the
+processor hears ``lease_lost`` and nothing else afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from datetime import datetime
+
+import structlog
+
+from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.model import LeaseLostError
+from consumer.processor import (
+    Checkpointer,
+    InitializationInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+)
+from consumer.reader import ShardReader
+from consumer.stream import StreamClient
+
+log = structlog.get_logger("consumer.shard")
+
+
+class State(enum.StrEnum):
+    """Where a shard consumer is in its life."""
+
+    INITIALIZING = "initializing"
+    PROCESSING = "processing"
+    SHARD_ENDED = "shard_ended"
+    STOPPING = "stopping"
+    LEASE_LOST = "lease_lost"
+    DONE = "done"
+
+
+class Outcome(enum.StrEnum):
+    """How a shard consumer finished."""
+
+    ENDED = "ended"
+    STOPPED = "stopped"
+    LOST = "lost"
+
+
+class ShardConsumer:
+    """Feeds one shard's records to one processor while the lease is ours."""
+
+    def __init__(
+        self,
+        shard_id: str,
+        coordinator: LeaseCoordinator,
+        stream: StreamClient,
+        processor: RecordProcessor,
+        *,
+        timestamp: datetime | None = None,
+        limit: int = 10_000,
+        idle_seconds: float = 1.0,
+    ) -> None:
+        self.shard_id = shard_id
+        self.coordinator = coordinator
+        self.stream = stream
+        self.processor = processor
+        self.state = State.INITIALIZING
+        self.stopping = asyncio.Event()
+        self.reader = ShardReader(
+            stream,
+            shard_id,
+            coordinator.lease(shard_id).checkpoint,
+            timestamp=timestamp,
+            limit=limit,
+            idle_seconds=idle_seconds,
+            stopping=self.stopping,
+        )
+        self.checkpointer = Checkpointer(coordinator, shard_id, lambda: self.reader.last)
+        self.records_delivered = 0
+        self._log = log.bind(shard_id=shard_id, worker_id=coordinator.worker_id)
+
+    def request_stop(self) -> None:
+        """Finish the batch in hand, then shut down gracefully."""
+        self.stopping.set()
+
+    async def run(self) -> Outcome:
+        """Run the shard until it ends, is stopped, or the lease is lost."""
+        try:
+            return await self._run()
+        except LeaseLostError as exc:
+            self._log.info("shard stopped: lease lost", reason=exc.reason)
+            await self.lose()
+            return Outcome.LOST
+
+    async def _run(self) -> Outcome:
+        lease = self.coordinator.lease(self.shard_id)
+        await self.processor.initialize(
+            InitializationInput(self.shard_id, self.coordinator.worker_id, lease.checkpoint)
+        )
+        self.state = State.PROCESSING
+        self._log.info("shard processing", checkpoint=str(lease.checkpoint))
+        async for batch in self.reader.batches():
+            # Prove the lease is still ours before anyone acts on these records:
+            # after a pause this renews first, and raises if another worker took over.
+            await self.coordinator.ensure_valid(self.shard_id)
+            await self.processor.process_records(
+                ProcessRecordsInput(batch.records, self.checkpointer, batch.millis_behind)
+            )
+            self.records_delivered += len(batch.records)
+            if batch.shard_end:
+                self.state = State.SHARD_ENDED
+                await self.processor.shard_ended(self.checkpointer)
+                await self.checkpointer.mark_shard_end()
+                self._log.info("shard ended", records=self.records_delivered)
+                self.state = State.DONE
+                return Outcome.ENDED
+        self.state = State.STOPPING
+        await self.coordinator.ensure_valid(self.shard_id)
+        await self.processor.shutdown_requested(self.checkpointer)
+        self.state = State.DONE
+        return Outcome.STOPPED
+
+    async def lose(self) -> None:
+        """Tell the processor the lease is gone (once); nothing is checkpointed."""
+        if self.state in (State.LEASE_LOST, State.DONE):
+            return
+        self.state = State.LEASE_LOST
+        try:
+            await self.processor.lease_lost()
+        except Exception:
+            self._log.exception("processor failed in lease_lost")
+        self.state = State.DONE

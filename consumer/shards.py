@@ -1,0 +1,104 @@
+"""Shard discovery and lineage: a lease for every shard, parents before children.
+
+After a split or merge, the children's leases start at TRIM_HORIZON whatever the
+configured initial position, since every record of a child follows its parents' and
+skipping any would lose data; children are only *processed* once every parent is
+done (see :func:`consumer.leases.decisions.ready_keys`). On a fresh (or rebuilt)
+table every lease starts at the configured initial position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Set
+from dataclasses import dataclass
+
+import structlog
+
+from consumer.leases.model import Lease
+from consumer.leases.store import LeaseStore
+from consumer.sequence import Checkpoint, Sentinel
+from consumer.stream import Shard, StreamClient
+
+log = structlog.get_logger("consumer.shards")
+
+
+@dataclass(frozen=True, slots=True)
+class NewLease:
+    """A lease to create."""
+
+    key: str
+    parents: frozenset[str]
+    checkpoint: Checkpoint
+
+
+def parents_first(shards: Iterable[Shard]) -> list[Shard]:
+    """Order shards so every parent that is listed comes before its children."""
+    by_id = {shard.shard_id: shard for shard in shards}
+    ordered: list[Shard] = []
+    placed: set[str] = set()
+
+    def place(shard: Shard, path: frozenset[str]) -> None:
+        if shard.shard_id in placed or shard.shard_id in path:
+            return
+        for parent in sorted(shard.parents):
+            if parent in by_id:
+                place(by_id[parent], path | {shard.shard_id})
+        placed.add(shard.shard_id)
+        ordered.append(shard)
+
+    for shard in sorted(by_id.values(), key=lambda s: s.shard_id):
+        place(shard, frozenset())
+    return ordered
+
+
+def plan_new_leases(
+    shards: Iterable[Shard], existing: Set[str], initial: Sentinel
+) -> list[NewLease]:
+    """Leases to create for shards that have none, parents first.
+
+    A new shard descending from a shard that already had a lease was born by
+    resharding while the stream was being consumed: it starts at TRIM_HORIZON.
+    """
+    from_known: set[str] = set(existing)
+    plan: list[NewLease] = []
+    for shard in parents_first(shards):
+        if shard.shard_id in existing:
+            continue
+        inherits = any(parent in from_known for parent in shard.parents)
+        if inherits:
+            from_known.add(shard.shard_id)
+        start = Sentinel.TRIM_HORIZON if inherits else initial
+        plan.append(NewLease(shard.shard_id, shard.parents, start))
+    return plan
+
+
+def leases_to_delete(leases: Iterable[Lease], listed: Set[str]) -> list[str]:
+    """Finished leases of shards the stream no longer lists (trimmed): garbage."""
+    return [lease.key for lease in leases if lease.finished and lease.key not in listed]
+
+
+class ShardSyncer:
+    """Lists the stream's shards and keeps the lease table in step with them."""
+
+    def __init__(self, stream: StreamClient, store: LeaseStore, initial: Sentinel) -> None:
+        self.stream = stream
+        self.store = store
+        self.initial = initial
+
+    async def sync(self, leases: list[Lease]) -> set[str]:
+        """Create missing leases and delete garbage; returns the listed shard ids."""
+        shards = await self.stream.list_shards()
+        listed = {shard.shard_id for shard in shards}
+        existing = {lease.key for lease in leases}
+        for new in plan_new_leases(shards, existing, self.initial):
+            if await self.store.create_lease(new.key, new.parents, new.checkpoint):
+                log.info(
+                    "lease created",
+                    shard_id=new.key,
+                    parents=sorted(new.parents),
+                    checkpoint=str(new.checkpoint),
+                )
+        for key in leases_to_delete(leases, listed):
+            await self.store.delete_lease(key)
+            log.info("lease of trimmed shard deleted", shard_id=key)
+        return listed

@@ -1,0 +1,196 @@
+"""One contract for the lease table, run against the in-memory fake and DynamoDB.
+
+The DynamoDB side talks HTTP to the embedded emulator (moto behind one lock), so
+these tests pin what the conditional expressions really do, not what we think they do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+
+from consumer.leases.dynamo import DynamoLeaseStore
+from consumer.leases.memory import MemoryLeaseStore
+from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.store import LeaseStore, TableMissingError
+from consumer.sequence import Position, Sentinel
+
+BIG = 49590338271490256608559692538361571095921575989136588898
+
+
+@dataclass
+class Table:
+    """A store under test and a way to delete its whole table."""
+
+    store: LeaseStore
+    drop: Callable[[], Awaitable[None]]
+
+
+@pytest.fixture(params=["memory", "dynamo"])
+async def table(request: pytest.FixtureRequest, aws_clients: object) -> AsyncIterator[Table]:
+    """An empty, existing lease table on each backend."""
+    if request.param == "memory":
+        memory = MemoryLeaseStore()
+
+        async def drop_memory() -> None:
+            memory.drop_table()
+
+        await memory.ensure_table()
+        yield Table(memory, drop_memory)
+        return
+    client = aws_clients.dynamodb  # type: ignore[attr-defined]
+    name = f"leases-{uuid.uuid4().hex[:12]}"
+    dynamo = DynamoLeaseStore(client, name)
+
+    async def drop_dynamo() -> None:
+        await client.delete_table(TableName=name)
+
+    await dynamo.ensure_table()
+    yield Table(dynamo, drop_dynamo)
+
+
+async def _one(store: LeaseStore, key: str) -> Lease:
+    return next(lease for lease in await store.list_leases() if lease.key == key)
+
+
+async def test_create_is_once_only_and_unowned(table: Table) -> None:
+    """create_lease creates an unowned lease once and refuses to overwrite it."""
+    assert await table.store.create_lease("s-1", {"p-1", "p-2"}, Sentinel.LATEST)
+    assert not await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    lease = await _one(table.store, "s-1")
+    assert lease == Lease(key="s-1", checkpoint=Sentinel.LATEST, parents=frozenset({"p-1", "p-2"}))
+
+
+async def test_ensure_table_is_idempotent(table: Table) -> None:
+    """ensure_table on an existing table keeps its leases."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    await table.store.ensure_table()
+    assert [lease.key for lease in await table.store.list_leases()] == ["s-1"]
+
+
+async def test_take_is_conditional_on_what_was_observed(table: Table) -> None:
+    """A take succeeds once per observation; a stale observation loses."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    seen = await _one(table.store, "s-1")
+    taken = await table.store.take(seen, "w1")
+    assert (taken.owner, taken.counter, taken.owner_switches) == ("w1", 1, 1)
+    with pytest.raises(LeaseLostError):
+        await table.store.take(seen, "w2")
+    assert (await _one(table.store, "s-1")).owner == "w1"
+
+
+async def test_racing_takes_have_exactly_one_winner(table: Table) -> None:
+    """Eight workers take the same observed lease at once: exactly one wins."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    for _ in range(5):
+        seen = await _one(table.store, "s-1")
+        results = await asyncio.gather(
+            *(table.store.take(seen, f"w{i}") for i in range(8)), return_exceptions=True
+        )
+        winners = [r for r in results if isinstance(r, Lease)]
+        assert len(winners) == 1
+        assert all(isinstance(r, LeaseLostError) for r in results if not isinstance(r, Lease))
+        assert (await _one(table.store, "s-1")).owner == winners[0].owner
+
+
+async def test_renew_is_fenced_by_counter_and_owner(table: Table) -> None:
+    """Renew bumps the counter; a stale counter or another owner's renew is refused."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    mine = await table.store.take(await _one(table.store, "s-1"), "w1")
+    renewed = await table.store.renew(mine)
+    assert renewed.counter == mine.counter + 1
+    with pytest.raises(LeaseLostError):
+        await table.store.renew(mine)
+    with pytest.raises(LeaseLostError):
+        await table.store.renew(renewed.evolve(owner="w2"))
+
+
+async def test_checkpoint_round_trips_big_sequence_numbers(table: Table) -> None:
+    """A 56-digit sequence number and its subsequence survive the table exactly."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    mine = await table.store.take(await _one(table.store, "s-1"), "w1")
+    done = await table.store.checkpoint(mine, Position(BIG, 7))
+    assert done.checkpoint == Position(BIG, 7)
+    assert done.counter == mine.counter + 1
+    assert done.owner_switches == 0
+    stored = await _one(table.store, "s-1")
+    assert stored.checkpoint == Position(BIG, 7)
+    with pytest.raises(LeaseLostError):
+        await table.store.checkpoint(mine, Position(BIG + 1))
+    ended = await table.store.checkpoint(done, Sentinel.SHARD_END)
+    assert ended.finished
+
+
+async def test_handoff_request_transfer_and_take(table: Table) -> None:
+    """A steal is a request the owner sees on renewal and answers with a transfer."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    mine = await table.store.take(await _one(table.store, "s-1"), "w1")
+    observed = await _one(table.store, "s-1")
+    assert await table.store.request_handoff(observed, "w2")
+    assert not await table.store.request_handoff(observed, "w3")
+    renewed = await table.store.renew(mine)
+    assert renewed.handoff_to == "w2"
+    await table.store.transfer(renewed, "w2")
+    given = await _one(table.store, "s-1")
+    assert (given.owner, given.handoff_to, given.counter) == ("w2", None, renewed.counter + 1)
+    with pytest.raises(LeaseLostError):
+        await table.store.renew(renewed)
+    taken = await table.store.take(given, "w2")
+    assert taken.owner == "w2"
+
+
+async def test_release_clears_the_owner(table: Table) -> None:
+    """A released lease has no owner and can be taken at once by anyone."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    mine = await table.store.take(await _one(table.store, "s-1"), "w1")
+    await table.store.release(mine)
+    free = await _one(table.store, "s-1")
+    assert free.owner is None
+    assert free.counter == mine.counter + 1
+    assert (await table.store.take(free, "w2")).owner == "w2"
+
+
+async def test_deleted_lease_and_table_fence_the_old_owner(table: Table) -> None:
+    """After the lease or the whole table is deleted, the old owner's writes fail."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    await table.store.create_lease("s-2", set(), Sentinel.TRIM_HORIZON)
+    one = await table.store.take(await _one(table.store, "s-1"), "w1")
+    two = await table.store.take(await _one(table.store, "s-2"), "w1")
+    await table.store.delete_lease("s-1")
+    with pytest.raises(LeaseLostError):
+        await table.store.renew(one)
+    await table.drop()
+    with pytest.raises(LeaseLostError):
+        await table.store.checkpoint(two, Position(1))
+    with pytest.raises(TableMissingError):
+        await table.store.list_leases()
+    await table.store.ensure_table()
+    assert await table.store.list_leases() == []
+
+
+async def test_kcl_null_owner_is_read_as_unowned(aws_clients: object) -> None:
+    """A KCL table's literal "NULL" owner is adopted as a free lease."""
+    client = aws_clients.dynamodb  # type: ignore[attr-defined]
+    name = f"kcl-{uuid.uuid4().hex[:12]}"
+    store = DynamoLeaseStore(client, name)
+    await store.ensure_table()
+    await client.put_item(
+        TableName=name,
+        Item={
+            "leaseKey": {"S": "shardId-000000000000"},
+            "leaseOwner": {"S": "NULL"},
+            "leaseCounter": {"N": "42"},
+            "checkpoint": {"S": str(BIG)},
+            "checkpointSubSequenceNumber": {"N": "0"},
+            "ownerSwitchesSinceCheckpoint": {"N": "3"},
+        },
+    )
+    (lease,) = await store.list_leases()
+    assert lease.owner is None
+    assert lease.checkpoint == Position(BIG)
+    taken = await store.take(lease, "w1")
+    assert (taken.owner, taken.counter) == ("w1", 43)
