@@ -1,0 +1,483 @@
+"""The KPL aggregated record format: decode it strictly, encode it for load generation.
+
+The Kinesis Producer Library packs many user records into one Kinesis record:
+``MAGIC`` + a protobuf ``AggregatedRecord`` + the MD5 digest of the protobuf bytes::
+
+    message AggregatedRecord {
+      repeated string partition_key_table = 1;
+      repeated string explicit_hash_key_table = 2;
+      repeated Record records = 3;
+    }
+    message Record {
+      required uint64 partition_key_index = 1;
+      optional uint64 explicit_hash_key_index = 2;
+      required bytes data = 3;
+      repeated Tag tags = 4;
+    }
+    message Tag { required string key = 1; optional string value = 2; }
+
+The protobuf is read by hand rather than through ``aws-kinesis-agg`` and ``protobuf``:
+that library hands back a corrupt aggregate as if it were a plain record, and stops
+silently part-way through one whose indexes are out of range. Here every defect raises
+:class:`KplError` with a machine-readable reason, so the caller can dead-letter the
+Kinesis record instead of landing garbage or losing user records without a trace.
+
+Decoding is strict where the KPL itself is unambiguous (a known field with the wrong
+wire type, a missing required field, an index outside its table, a key that is not
+UTF-8 are all errors) and lenient where protobuf says to be (unknown fields, tags and
+repeated scalar fields are skipped or last-one-wins), so aggregates written by newer
+producers still decode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "DIGEST_SIZE",
+    "KPL_DEFAULT_MAX_BYTES",
+    "MAGIC",
+    "MAX_RECORD_BYTES",
+    "Aggregate",
+    "KplError",
+    "KplReason",
+    "UserRecord",
+    "aggregate",
+    "aggregate_chunks",
+    "deaggregate",
+    "is_aggregated",
+]
+
+MAGIC: bytes = b"\xf3\x89\x9a\xc2"
+"""The four bytes that open every KPL aggregated record."""
+
+DIGEST_SIZE = 16
+"""Length of the MD5 digest that closes every KPL aggregated record."""
+
+MAX_RECORD_BYTES = 1024 * 1024
+"""The largest data blob Kinesis accepts in one record."""
+
+KPL_DEFAULT_MAX_BYTES = 51200
+"""The KPL's default ``AggregationMaxSize``: bytes per aggregated Kinesis record."""
+
+KplReason = Literal[
+    "not_aggregated",
+    "bad_checksum",
+    "truncated",
+    "bad_protobuf",
+    "missing_field",
+    "bad_index",
+    "bad_utf8",
+]
+"""Why an aggregate was rejected; stable strings for dead-letter records and metrics."""
+
+_HEADER = len(MAGIC)
+_MIN_AGGREGATE = _HEADER + DIGEST_SIZE
+_VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
+# Field keys (field number << 3 | wire type) as the KPL writes them, one byte each.
+_KEY_PK_TABLE = 1 << 3 | _LEN
+_KEY_EHK_TABLE = 2 << 3 | _LEN
+_KEY_RECORD = 3 << 3 | _LEN
+_KEY_PK_INDEX = 1 << 3 | _VARINT
+_KEY_EHK_INDEX = 2 << 3 | _VARINT
+_KEY_DATA = 3 << 3 | _LEN
+_KEY_TAGS = 4 << 3 | _LEN
+_MAX_FIELD_NUMBER = (1 << 29) - 1
+# Unknown groups nest; a hostile aggregate must not be able to exhaust the stack.
+_MAX_GROUP_DEPTH = 32
+
+
+class KplError(ValueError):
+    """A Kinesis record that carries the KPL magic but is not a valid aggregate.
+
+    ``reason`` is one of :data:`KplReason`; the message says where and what.
+    """
+
+    def __init__(self, reason: KplReason, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason: KplReason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    """One user record from an aggregate; its subsequence number is its list index."""
+
+    partition_key: str
+    explicit_hash_key: str | None
+    data: bytes
+
+
+def _slot_setter(name: str) -> Callable[[UserRecord, object], None]:
+    setter: Callable[[UserRecord, object], None] = vars(UserRecord)[name].__set__
+    return setter
+
+
+_SET_PARTITION_KEY = _slot_setter("partition_key")
+_SET_HASH_KEY = _slot_setter("explicit_hash_key")
+_SET_DATA = _slot_setter("data")
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """One encoded aggregate with the keys to put it under, as the KPL chooses them.
+
+    The KPL routes an aggregate by its first user record's keys, so the others may
+    belong to other shards; consumers deaggregate regardless.
+    """
+
+    partition_key: str
+    explicit_hash_key: str | None
+    data: bytes
+    record_count: int
+
+
+def is_aggregated(data: bytes) -> bool:
+    """True if ``data`` opens with the KPL magic and has a body between it and the digest.
+
+    A record exactly as long as magic plus digest holds no protobuf and hence no user
+    records; like the KCL, treat it as a plain record.
+    """
+    return len(data) > _MIN_AGGREGATE and data.startswith(MAGIC)
+
+
+def deaggregate(data: bytes) -> list[UserRecord]:
+    """Decode a KPL aggregate into its user records, in subsequence order.
+
+    Raises :class:`KplError` if the digest does not match, the protobuf is truncated or
+    malformed, a required field is missing, an index falls outside its key table, or a
+    key is not UTF-8; never returns part of a bad aggregate. An aggregate that is valid
+    but holds no records decodes to an empty list.
+    """
+    if not is_aggregated(data):
+        raise KplError("not_aggregated", "no KPL magic, or too short to hold a body")
+    end = len(data) - DIGEST_SIZE
+    # usedforsecurity=False keeps MD5 available on FIPS-mode hosts; it is a checksum here.
+    digest = hashlib.md5(memoryview(data)[_HEADER:end], usedforsecurity=False).digest()
+    if digest != data[end:]:
+        raise KplError("bad_checksum", "MD5 digest does not match the protobuf body")
+
+    partition_keys: list[bytes] = []
+    hash_keys: list[bytes] = []
+    entries: list[tuple[int, int | None, bytes]] = []
+    pos = _HEADER
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        # Chained comparisons: measurably faster than a set lookup in the per-record loop.
+        if key != _KEY_RECORD and key != _KEY_PK_TABLE and key != _KEY_EHK_TABLE:  # noqa: PLR1714
+            pos = _other_field(data, pos - 1, end, "AggregatedRecord", 3)
+            continue
+        # One- and two-byte lengths are read inline: this loop runs once per user record.
+        size = data[pos] if pos < end else 0x80
+        if size < 0x80:
+            pos += 1
+        elif pos + 1 < end and data[pos + 1] < 0x80:
+            size = (size & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            size, pos = _read_varint(data, pos, end)
+        stop = pos + size
+        if stop > end:
+            raise KplError("truncated", f"field {key >> 3} runs {stop - end} bytes past the end")
+        if key == _KEY_RECORD:
+            entries.append(_read_record(data, pos, stop, len(entries)))
+        elif key == _KEY_PK_TABLE:
+            partition_keys.append(data[pos:stop])
+        else:
+            hash_keys.append(data[pos:stop])
+        pos = stop
+
+    pk_table = _decode_keys(partition_keys, "partition key")
+    ehk_table = _decode_keys(hash_keys, "explicit hash key")
+    n_pk, n_ehk = len(pk_table), len(ehk_table)
+    # A frozen dataclass's __init__ goes through object.__setattr__ per field, which
+    # costs a third of the decode; the slot descriptors store the same fields directly.
+    new = UserRecord.__new__
+    set_partition_key = _SET_PARTITION_KEY
+    set_hash_key = _SET_HASH_KEY
+    set_data = _SET_DATA
+    records: list[UserRecord] = []
+    for index, (pk_index, ehk_index, payload) in enumerate(entries):
+        if pk_index >= n_pk:
+            raise KplError(
+                "bad_index",
+                f"record {index}: partition_key_index {pk_index} outside a table of {n_pk}",
+            )
+        hash_key: str | None = None
+        if ehk_index is not None:
+            if ehk_index >= n_ehk:
+                raise KplError(
+                    "bad_index",
+                    f"record {index}: explicit_hash_key_index {ehk_index} "
+                    f"outside a table of {n_ehk}",
+                )
+            hash_key = ehk_table[ehk_index]
+        record = new(UserRecord)
+        set_partition_key(record, pk_table[pk_index])
+        set_hash_key(record, hash_key)
+        set_data(record, payload)
+        records.append(record)
+    return records
+
+
+def aggregate(records: Sequence[UserRecord | tuple[str, bytes]]) -> bytes:
+    """Encode user records as one KPL aggregate, deduplicating the key tables.
+
+    Accepts :class:`UserRecord` values or ``(partition_key, data)`` pairs. Raises
+    ``ValueError`` for an empty sequence, which would encode to a record that is not
+    :func:`is_aggregated`. The result is not checked against any size limit; use
+    :func:`aggregate_chunks` for that.
+    """
+    if not records:
+        raise ValueError("cannot aggregate zero records")
+    builder = _Builder()
+    for record in records:
+        fields = _fields(record)
+        builder.add(*fields, builder.size_with(*fields))
+    return builder.encode()
+
+
+def aggregate_chunks(
+    records: Sequence[UserRecord | tuple[str, bytes]],
+    max_bytes: int = KPL_DEFAULT_MAX_BYTES,
+) -> list[Aggregate]:
+    """Pack user records, in order, into aggregates of at most ``max_bytes`` each.
+
+    Packing is greedy, as in the KPL: a record goes into the current aggregate if the
+    whole encoded aggregate (magic and digest included) stays within ``max_bytes``.
+    Raises ``ValueError`` if ``max_bytes`` exceeds :data:`MAX_RECORD_BYTES` or if one
+    record cannot fit in an aggregate on its own.
+    """
+    if max_bytes > MAX_RECORD_BYTES:
+        raise ValueError(f"max_bytes {max_bytes} exceeds the Kinesis limit {MAX_RECORD_BYTES}")
+    chunks: list[Aggregate] = []
+    builder = _Builder()
+    for index, record in enumerate(records):
+        fields = _fields(record)
+        size = builder.size_with(*fields)
+        if size > max_bytes and builder.count:
+            chunks.append(builder.finish())
+            builder = _Builder()
+            size = builder.size_with(*fields)
+        if size > max_bytes:
+            raise ValueError(f"record {index} needs {size} bytes alone, over max_bytes {max_bytes}")
+        builder.add(*fields, size)
+    if builder.count:
+        chunks.append(builder.finish())
+    return chunks
+
+
+def _read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Read a base-128 varint at ``pos``; return its value and the position after it."""
+    result = 0
+    shift = 0
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            # A tenth byte may only carry bit 63; more would not fit a uint64.
+            if shift == 63 and byte > 1:
+                raise KplError("bad_protobuf", "varint overflows 64 bits")
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise KplError("bad_protobuf", "varint longer than 10 bytes")
+    raise KplError("truncated", "varint runs past the end")
+
+
+def _skip_field(buf: bytes, pos: int, end: int, tag: int, depth: int = 0) -> int:
+    """Skip the value of an unknown field with key ``tag``; return the position after it."""
+    field, wire = tag >> 3, tag & 7
+    if field == 0 or field > _MAX_FIELD_NUMBER:
+        raise KplError("bad_protobuf", f"invalid field number {field}")
+    if wire == _VARINT:
+        return _read_varint(buf, pos, end)[1]
+    if wire == _LEN:
+        size, pos = _read_varint(buf, pos, end)
+        pos += size
+    elif wire == _I64:
+        pos += 8
+    elif wire == _I32:
+        pos += 4
+    elif wire == _SGROUP:
+        if depth >= _MAX_GROUP_DEPTH:
+            raise KplError("bad_protobuf", f"groups nested deeper than {_MAX_GROUP_DEPTH}")
+        while True:
+            inner, pos = _read_varint(buf, pos, end)
+            if inner & 7 == _EGROUP:
+                if inner >> 3 != field:
+                    raise KplError("bad_protobuf", f"group {field} closed as {inner >> 3}")
+                return pos
+            pos = _skip_field(buf, pos, end, inner, depth + 1)
+    else:
+        raise KplError("bad_protobuf", f"field {field} has invalid wire type {wire}")
+    if pos > end:
+        raise KplError("truncated", f"field {field} runs {pos - end} bytes past the end")
+    return pos
+
+
+def _read_record(buf: bytes, pos: int, end: int, index: int) -> tuple[int, int | None, bytes]:
+    """Read one ``Record`` message spanning ``buf[pos:end]``."""
+    pk_index: int | None = None
+    ehk_index: int | None = None
+    payload: bytes | None = None
+    while pos < end:
+        key = buf[pos]
+        pos += 1
+        if key == _KEY_DATA:
+            size = buf[pos] if pos < end else 0x80
+            if size < 0x80:
+                pos += 1
+            elif pos + 1 < end and buf[pos + 1] < 0x80:
+                size = (size & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            else:
+                size, pos = _read_varint(buf, pos, end)
+            stop = pos + size
+            if stop > end:
+                raise KplError("truncated", f"record {index}: data runs past the record")
+            payload = buf[pos:stop]
+            pos = stop
+        elif key == _KEY_PK_INDEX:
+            pk_index = buf[pos] if pos < end else 0x80
+            if pk_index < 0x80:
+                pos += 1
+            else:
+                pk_index, pos = _read_varint(buf, pos, end)
+        elif key == _KEY_EHK_INDEX:
+            ehk_index, pos = _read_varint(buf, pos, end)
+        elif key == _KEY_TAGS:
+            # Tags are producer-side metadata that nothing downstream reads.
+            pos = _skip_field(buf, pos, end, key)
+        else:
+            pos = _other_field(buf, pos - 1, end, f"record {index}", 4)
+    if pk_index is None:
+        raise KplError("missing_field", f"record {index} has no partition_key_index")
+    if payload is None:
+        raise KplError("missing_field", f"record {index} has no data")
+    return pk_index, ehk_index, payload
+
+
+def _other_field(buf: bytes, pos: int, end: int, message: str, known: int) -> int:
+    """Skip the unknown field whose key starts at ``pos``; return the position after it.
+
+    Fields ``1..known`` arrive here only in an encoding the KPL never writes. Skipping
+    them would be protobuf's lenient choice, but for ``records`` it would drop user
+    records from an aggregate that still looked valid, so they are errors.
+    """
+    key, pos = _read_varint(buf, pos, end)
+    field, wire = key >> 3, key & 7
+    if 1 <= field <= known:
+        raise KplError(
+            "bad_protobuf", f"{message}: field {field} in an unexpected encoding (wire {wire})"
+        )
+    return _skip_field(buf, pos, end, key)
+
+
+def _decode_keys(raw: list[bytes], what: str) -> list[str]:
+    """Decode a key table, naming the first entry that is not UTF-8."""
+    try:
+        return [key.decode() for key in raw]
+    except UnicodeDecodeError:
+        for position, key in enumerate(raw):
+            try:
+                key.decode()
+            except UnicodeDecodeError as exc:
+                raise KplError("bad_utf8", f"{what} {position} is not UTF-8: {exc}") from None
+        raise
+
+
+def _fields(record: UserRecord | tuple[str, bytes]) -> tuple[str, str | None, bytes]:
+    if isinstance(record, UserRecord):
+        return record.partition_key, record.explicit_hash_key, record.data
+    partition_key, data = record
+    return partition_key, None, data
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
+
+
+def _varint_size(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
+
+
+class _Builder:
+    """Accumulates one aggregate, tracking its exact encoded size as records arrive."""
+
+    def __init__(self) -> None:
+        self.partition_keys: dict[str, int] = {}
+        self.hash_keys: dict[str, int] = {}
+        self.body: list[bytes] = []
+        self.first: tuple[str, str | None] | None = None
+        self.count = 0
+        self.size = _MIN_AGGREGATE
+
+    def size_with(self, partition_key: str, hash_key: str | None, data: bytes) -> int:
+        """The encoded size of the aggregate if this record were added."""
+        size = self.size
+        pk_index = self.partition_keys.get(partition_key)
+        if pk_index is None:
+            pk_index = len(self.partition_keys)
+            size += _field_size(len(partition_key.encode()))
+        inner = 1 + _varint_size(pk_index) + _field_size(len(data))
+        if hash_key is not None:
+            ehk_index = self.hash_keys.get(hash_key)
+            if ehk_index is None:
+                ehk_index = len(self.hash_keys)
+                size += _field_size(len(hash_key.encode()))
+            inner += 1 + _varint_size(ehk_index)
+        return size + _field_size(inner)
+
+    def add(self, partition_key: str, hash_key: str | None, data: bytes, size: int) -> None:
+        """Append one user record; ``size`` is what :meth:`size_with` said for it."""
+        self.size = size
+        pk_index = self.partition_keys.setdefault(partition_key, len(self.partition_keys))
+        record = [b"\x08", _varint(pk_index)]
+        if hash_key is not None:
+            ehk_index = self.hash_keys.setdefault(hash_key, len(self.hash_keys))
+            record += (b"\x10", _varint(ehk_index))
+        record += (b"\x1a", _varint(len(data)), data)
+        inner = b"".join(record)
+        self.body += (b"\x1a", _varint(len(inner)), inner)
+        if self.first is None:
+            self.first = (partition_key, hash_key)
+        self.count += 1
+
+    def encode(self) -> bytes:
+        """Magic, key tables and records (in field order, as the KPL writes), digest."""
+        parts: list[bytes] = []
+        for tag, table in ((b"\x0a", self.partition_keys), (b"\x12", self.hash_keys)):
+            for key in table:
+                raw = key.encode()
+                parts += (tag, _varint(len(raw)), raw)
+        body = b"".join(parts + self.body)
+        digest = hashlib.md5(body, usedforsecurity=False).digest()
+        encoded = b"".join((MAGIC, body, digest))
+        assert len(encoded) == self.size, "size tracking diverged from the encoding"
+        return encoded
+
+    def finish(self) -> Aggregate:
+        """The aggregate with the first record's keys to put it under."""
+        assert self.first is not None
+        partition_key, hash_key = self.first
+        return Aggregate(partition_key, hash_key, self.encode(), self.count)
+
+
+def _field_size(length: int) -> int:
+    """Bytes taken by a length-delimited field with a one-byte tag."""
+    return 1 + _varint_size(length) + length
