@@ -140,6 +140,8 @@ class Worker:
     ) -> None:
         if name == "lease":
             await self._synced.wait()
+            # De-synchronise workers started together (see plan_acquisitions).
+            await asyncio.sleep(random.uniform(0, self.settings.lease_scan_seconds))
         while True:
             try:
                 await one_pass()

@@ -114,9 +114,10 @@ def plan_acquisitions(
     than this one will, so ownership converges instead of oscillating. At most one
     hand-off is outstanding per worker.
 
-    A worker that sees no one else takes only half of its deficit per pass: workers
-    that start together cannot see each other yet, and without this the first to scan
-    would take every lease and the others would have to steal them back one by one.
+    Workers that start together cannot see each other on their first pass, so the
+    first to scan may take more than its share; the worker delays its first pass by a
+    random fraction of the scan interval to make that rare, and hand-offs (which lose
+    no record and deliver none twice) even it out within a few passes.
     """
     workable = [lease for lease in leases if lease.key in ready]
     if not workable:
@@ -145,26 +146,29 @@ def plan_acquisitions(
         and (lease.owner is None or is_expired(lease, seen, now, failover))
     ]
     rng.shuffle(free)
-    limit = deficit if alive else max(1, math.ceil(deficit / 2))
-    take = tuple((ours + free)[: max(limit, len(ours))])
+    take = tuple((ours + free)[: max(deficit, len(ours))])
 
     handoff = None
     pending = any(lease.handoff_to == me for lease in workable if lease.key not in held)
     after = mine + len(take)
     if after < target and not pending:
-        handoff = _choose_handoff(workable, alive, after, rng)
+        # Only leases their owners are still renewing count as load, or can be asked for.
+        live = [
+            lease
+            for lease in workable
+            if lease.owner in alive and not is_expired(lease, seen, now, failover)
+        ]
+        handoff = _choose_handoff(live, after, rng)
     return Plan(take=take, handoff=handoff, target=target, live_workers=live_workers)
 
 
-def _choose_handoff(
-    workable: list[Lease], alive: Set[str], mine: int, rng: random.Random
-) -> Lease | None:
-    load = Counter(lease.owner for lease in workable if lease.owner in alive)
+def _choose_handoff(live: list[Lease], mine: int, rng: random.Random) -> Lease | None:
+    load = Counter(lease.owner for lease in live if lease.owner is not None)
     if not load:
         return None
     most = max(load.values())
     if most - mine < 2:
         return None
-    victim = rng.choice(sorted(owner for owner, n in load.items() if n == most and owner))
-    candidates = [lease for lease in workable if lease.owner == victim and lease.handoff_to is None]
+    victim = rng.choice(sorted(owner for owner, n in load.items() if n == most))
+    candidates = [lease for lease in live if lease.owner == victim and lease.handoff_to is None]
     return rng.choice(candidates) if candidates else None
