@@ -1,0 +1,53 @@
+# Every target installs what it needs: a fresh clone runs `make test` or `make demo`
+# with nothing but python3, node and npm on the machine.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.installed
+EMULATORS := consumer/emulators
+NODE_STAMP := $(EMULATORS)/node_modules/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install emulators test test-fast soak lint format bench clean
+
+install: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,local]'
+	touch $@
+
+$(NODE_STAMP): $(EMULATORS)/package.json $(EMULATORS)/package-lock.json
+	cd $(EMULATORS) && npm ci --omit=optional --no-audit --no-fund
+	touch $@
+
+emulators: $(NODE_STAMP)
+
+## The test suite: unit, property, contract and emulator-backed process tests.
+test: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## Only the tests that need no emulator and start no process.
+test-fast: $(PY_STAMP)
+	$(BIN)/pytest -m 'not emulator and not processes' $(PYTEST_ARGS)
+
+## Long soak runs (not part of `make test`).
+soak: install
+	$(BIN)/pytest -m soak $(PYTEST_ARGS)
+
+lint: $(PY_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(PY_STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+## Benchmarks: print ratios against a baseline measured in the same run.
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

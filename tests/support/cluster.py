@@ -1,0 +1,256 @@
+"""Real worker processes on the local stack, and plain boto3 to watch them.
+
+The harness never uses the project's own AWS code to judge the project: streams,
+records and the lease table are created and read with boto3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+REPO = Path(__file__).resolve().parents[2]
+
+FAST = {
+    "LANDER_FAILOVER_SECONDS": "3",
+    "LANDER_LEASE_SCAN_SECONDS": "0.5",
+    "LANDER_SHARD_SYNC_SECONDS": "1",
+    "LANDER_POLL_IDLE_SECONDS": "0.2",
+    "LANDER_SHUTDOWN_SECONDS": "5",
+    "LANDER_LOG_FORMAT": "json",
+}
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
+    """Poll until ``predicate`` returns something truthy; fail with ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
+
+
+@dataclass
+class Delivery:
+    """One record delivered to one worker."""
+
+    worker: str
+    shard: str
+    seq: int
+    sub: int
+    data: str
+    t: float
+
+
+@dataclass
+class Cluster:
+    """A stream, a lease table, and worker processes recording what they receive."""
+
+    env: dict[str, str]
+    workdir: Path
+    shards: int
+    stream: str = field(default_factory=lambda: f"s-{uuid.uuid4().hex[:10]}")
+    table: str = field(default_factory=lambda: f"leases-{uuid.uuid4().hex[:10]}")
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    produced: list[str] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.kinesis = self._client("kinesis")
+        self.dynamodb = self._client("dynamodb")
+        self.recordings = self.workdir / "recordings"
+        self.recordings.mkdir(parents=True, exist_ok=True)
+        self.kinesis.create_stream(StreamName=self.stream, ShardCount=self.shards)
+        self.wait_active()
+
+    def _client(self, service: str) -> Any:
+        return boto3.client(
+            service,
+            region_name=self.env["AWS_REGION"],
+            endpoint_url=self.env[f"AWS_ENDPOINT_URL_{service.upper()}"],
+            aws_access_key_id=self.env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=self.env["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def wait_active(self) -> None:
+        """Wait until the stream accepts writes and reshards."""
+
+        def active() -> bool:
+            summary = self.kinesis.describe_stream_summary(StreamName=self.stream)
+            return bool(summary["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE")
+
+        wait_until(active, 30, "stream ACTIVE")
+
+    # -- workers -------------------------------------------------------------------
+
+    def start(self, name: str, **settings: str) -> subprocess.Popen[bytes]:
+        """Start ``lander run`` as a separate OS process named ``name``."""
+        env = {
+            **os.environ,
+            **self.env,
+            **FAST,
+            "LANDER_STREAM": self.stream,
+            "LANDER_LEASE_TABLE": self.table,
+            "LANDER_WORKER_ID": name,
+            "LANDER_PROCESSOR": "tests.support.recording:RecordingProcessor",
+            "RECORDING_DIR": str(self.recordings),
+            "PYTHONPATH": str(REPO),
+            **self.extra_env,
+            **settings,
+        }
+        log = (self.workdir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "consumer.cli", "run"],
+            env=env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        self.procs[name] = proc
+        return proc
+
+    def signal(self, name: str, signum: int) -> None:
+        """Send a signal to exactly the worker we started."""
+        os.kill(self.procs[name].pid, signum)
+
+    def stop_all(self, timeout: float = 15) -> dict[str, int | None]:
+        """SIGTERM every running worker (SIGCONT first, if stopped) and reap them."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        codes: dict[str, int | None] = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
+
+    def log_text(self, name: str) -> str:
+        """What the worker logged."""
+        return (self.workdir / f"{name}.log").read_text(errors="replace")
+
+    # -- the stream ----------------------------------------------------------------
+
+    def produce(self, count: int, prefix: str = "r") -> list[str]:
+        """Put ``count`` records with unique ids, 100 per PutRecords call."""
+        ids = [f"{prefix}-{len(self.produced) + i}" for i in range(count)]
+        for start in range(0, count, 100):
+            chunk = ids[start : start + 100]
+            entries = [
+                {"Data": json.dumps({"id": i}).encode(), "PartitionKey": uuid.uuid4().hex}
+                for i in chunk
+            ]
+            while entries:
+                result = self.kinesis.put_records(StreamName=self.stream, Records=entries)
+                entries = [
+                    entry
+                    for entry, out in zip(entries, result["Records"], strict=True)
+                    if "ErrorCode" in out
+                ]
+        self.produced.extend(ids)
+        return ids
+
+    @contextmanager
+    def producing(self, rate: float = 200.0) -> Iterator[None]:
+        """Produce in the background at about ``rate`` records/s until the block ends."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                self.produce(max(1, int(rate / 10)))
+                stop.wait(0.1)
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def shard_ids(self) -> list[str]:
+        """Every shard of the stream."""
+        return [s["ShardId"] for s in self.kinesis.list_shards(StreamName=self.stream)["Shards"]]
+
+    # -- observations --------------------------------------------------------------
+
+    def leases(self) -> dict[str, dict[str, Any]]:
+        """The lease table as plain dicts, read with boto3 ({} if the table is gone)."""
+        try:
+            items = self.dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
+        except self.dynamodb.exceptions.ResourceNotFoundException:
+            return {}
+        return {
+            item["leaseKey"]["S"]: {
+                "owner": item.get("leaseOwner", {}).get("S"),
+                "counter": int(item["leaseCounter"]["N"]),
+                "checkpoint": item.get("checkpoint", {}).get("S"),
+            }
+            for item in items
+        }
+
+    def owners(self) -> Counter[str]:
+        """How many unfinished leases each owner holds."""
+        return Counter(
+            lease["owner"]
+            for lease in self.leases().values()
+            if lease["owner"] and lease["checkpoint"] != "SHARD_END"
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every line every worker recorded, with the worker's name."""
+        lines = []
+        for path in sorted(self.recordings.glob("*.jsonl")):
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    lines.append({**json.loads(line), "worker": path.stem})
+        return lines
+
+    def deliveries(self) -> list[Delivery]:
+        """Every record delivered, in recording order per worker."""
+        return [
+            Delivery(e["worker"], e["shard"], int(e["seq"]), e["sub"], e["data"], e["t"])
+            for e in self.events()
+            if e["event"] == "record"
+        ]
+
+    def delivered_ids(self) -> Counter[str]:
+        """How often each produced id was delivered."""
+        return Counter(json.loads(d.data)["id"] for d in self.deliveries())
+
+    def wait_all_delivered(self, timeout: float = 60) -> Counter[str]:
+        """Wait until every produced id has been delivered at least once."""
+
+        def done() -> Counter[str] | None:
+            ids = self.delivered_ids()
+            return ids if all(ids[i] for i in self.produced) else None
+
+        return wait_until(done, timeout, "every produced record delivered", step=0.25)  # type: ignore[no-any-return]
+
+    def positions_by_worker(self) -> dict[tuple[str, int, int], set[str]]:
+        """Which workers each position was delivered to."""
+        seen: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+        for d in self.deliveries():
+            seen[(d.shard, d.seq, d.sub)].add(d.worker)
+        return seen
