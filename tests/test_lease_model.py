@@ -99,7 +99,9 @@ async def _process(sim: Sim, name: str) -> None:
 
 ACTIONS = st.one_of(
     st.tuples(st.just("advance"), st.floats(0.01, FAILOVER * 1.5)),
-    st.tuples(st.sampled_from(["pass", "renew", "handoff", "process", "release"]), st.integers(0, 3)),
+    st.tuples(
+        st.sampled_from(["pass", "renew", "handoff", "process", "release"]), st.integers(0, 3)
+    ),
     st.tuples(st.just("crash"), st.integers(0, 3)),
     st.tuples(st.just("join"), st.integers(0, 1000)),
 )
