@@ -235,6 +235,8 @@ class Worker:
 
     async def _own_shard(self, key: str) -> None:
         """Run the shard's consumer; restart it from the checkpoint if the processor fails."""
+        # Every log line of this task, the reader's included, names the shard and worker.
+        structlog.contextvars.bind_contextvars(shard_id=key, worker_id=self.worker_id)
         failures = 0
         while True:
             held = self.coordinator.held.get(key)

@@ -1,0 +1,161 @@
+"""The worker on the in-memory stream and lease store: fast checks of its supervision."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from consumer.config import load_settings
+from consumer.leases.memory import MemoryLeaseStore
+from consumer.memory_stream import MemoryStream
+from consumer.processor import (
+    Checkpointer,
+    InitializationInput,
+    ProcessRecordsInput,
+    RecordProcessor,
+)
+from consumer.sequence import Position, Sentinel
+from consumer.worker import Worker
+
+FAST = {
+    "failover_seconds": 2.0,
+    "lease_scan_seconds": 0.1,
+    "shard_sync_seconds": 0.2,
+    "poll_idle_seconds": 0.2,
+    "shutdown_seconds": 3.0,
+}
+
+
+@dataclass
+class Journal:
+    """What every processor instance of a worker saw."""
+
+    delivered: list[tuple[str, Position, bytes]] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    fail_first: int = 0
+
+
+class JournalProcessor:
+    """Records deliveries; optionally raises on its first ``fail_first`` batches."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.shard = "?"
+
+    async def initialize(self, init: InitializationInput) -> None:
+        self.shard = init.shard_id
+        self.journal.calls.append((self.shard, "initialize"))
+
+    async def process_records(self, batch: ProcessRecordsInput) -> None:
+        for record in batch.records:
+            self.journal.delivered.append((self.shard, record.position, record.data))
+        if batch.records and self.journal.fail_first > 0:
+            self.journal.fail_first -= 1
+            raise RuntimeError("processor bug")
+        await batch.checkpointer.checkpoint()
+
+    async def lease_lost(self) -> None:
+        self.journal.calls.append((self.shard, "lease_lost"))
+
+    async def shard_ended(self, checkpointer: Checkpointer) -> None:
+        self.journal.calls.append((self.shard, "shard_ended"))
+
+    async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
+        await checkpointer.checkpoint()
+        self.journal.calls.append((self.shard, "shutdown_requested"))
+
+
+def _worker(
+    stream: MemoryStream, store: MemoryLeaseStore, journal: Journal, name: str = "w1"
+) -> Worker:
+    settings = load_settings(stream="s", lease_table="leases", worker_id=name, **FAST)
+    factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
+    return Worker(settings, store, stream, factory)
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 15) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+async def test_processor_failure_restarts_the_shard_from_its_checkpoint() -> None:
+    """A processor that raises is restarted; records come again, none is skipped."""
+    stream = MemoryStream(1)
+    sequences = [stream.put(f"{i}".encode(), "k")[1] for i in range(10)]
+    store, journal = MemoryLeaseStore(), Journal(fail_first=1)
+    worker = _worker(stream, store, journal)
+    task = asyncio.create_task(worker.run())
+    delivered = lambda: {p.sequence for _, p, _ in journal.delivered}  # noqa: E731
+    await _until(lambda: set(sequences) <= delivered() and len(journal.delivered) > 10)
+    worker.request_stop()
+    await task
+    assert [p.sequence for _, p, _ in journal.delivered].count(sequences[0]) == 2
+    assert journal.calls.count(("shardId-000000000000", "initialize")) == 2
+
+
+async def test_shutdown_checkpoints_and_releases_every_lease() -> None:
+    """A graceful stop calls shutdown_requested, checkpoints, and leaves no owner."""
+    stream = MemoryStream(3)
+    for i in range(30):
+        stream.put(f"{i}".encode(), f"key-{i}")
+    store, journal = MemoryLeaseStore(), Journal()
+    worker = _worker(stream, store, journal)
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(journal.delivered) == 30)
+    worker.request_stop()
+    await asyncio.wait_for(task, 10)
+    leases = await store.list_leases()
+    assert all(lease.owner is None for lease in leases)
+    assert all(isinstance(lease.checkpoint, Position) for lease in leases)
+    assert sorted(s for s, call in journal.calls if call == "shutdown_requested") == sorted(
+        lease.key for lease in leases
+    )
+
+
+async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> None:
+    """A split parent is read to its end, checkpointed SHARD_END, then its children."""
+    stream = MemoryStream(1)
+    parent = "shardId-000000000000"
+    before = [stream.put(f"p{i}".encode(), f"k{i}")[1] for i in range(20)]
+    left, right = stream.split(parent, 2**127)
+    after = [stream.put(f"c{i}".encode(), f"k{i}")[1] for i in range(20)]
+    store, journal = MemoryLeaseStore(), Journal()
+    worker = _worker(stream, store, journal)
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(journal.delivered) == 40)
+    worker.request_stop()
+    await asyncio.wait_for(task, 10)
+    order = [shard for shard, _, _ in journal.delivered]
+    last_parent = max(i for i, shard in enumerate(order) if shard == parent)
+    first_child = min(i for i, shard in enumerate(order) if shard in (left, right))
+    assert last_parent < first_child
+    assert (parent, "shard_ended") in journal.calls
+    leases = {lease.key: lease for lease in await store.list_leases()}
+    assert leases[parent].checkpoint is Sentinel.SHARD_END
+    assert isinstance(leases[left].checkpoint, Position)
+    assert isinstance(leases[right].checkpoint, Position)
+    assert {p.sequence for _, p, _ in journal.delivered} == set(before) | set(after)
+
+
+async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery() -> None:
+    """Two workers on four shards end 2/2, and no record reaches two processors."""
+    stream = MemoryStream(4)
+    store, journal = MemoryLeaseStore(), Journal()
+    first = _worker(stream, store, journal, "w1")
+    one = asyncio.create_task(first.run())
+    await _until(lambda: len(first.coordinator.held) == 4)
+    second = _worker(stream, store, journal, "w2")
+    two = asyncio.create_task(second.run())
+    for i in range(200):
+        stream.put(f"{i}".encode(), f"key-{i}")
+        await asyncio.sleep(0.005)
+    await _until(lambda: len(first.coordinator.held) == 2 and len(second.coordinator.held) == 2)
+    await _until(lambda: len(journal.delivered) >= 200)
+    await asyncio.sleep(0.5)
+    first.request_stop()
+    second.request_stop()
+    await asyncio.gather(one, two)
+    positions = [(shard, p) for shard, p, _ in journal.delivered]
+    assert len(positions) == len(set(positions)) == 200
