@@ -36,30 +36,11 @@ class Record:
 def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
     """Unpack a Kinesis record into its user records (one, unless KPL-aggregated)."""
     if not is_aggregated(record.data):
-        return [
-            Record(
-                shard_id,
-                Position(record.sequence, 0),
-                record.partition_key,
-                record.data,
-                record.arrival,
-                record.explicit_hash_key,
-            )
-        ]
+        return [_whole(shard_id, record)]
     try:
         unpacked = deaggregate(record.data)
     except KplError as exc:
-        return [
-            Record(
-                shard_id,
-                Position(record.sequence, 0),
-                record.partition_key,
-                record.data,
-                record.arrival,
-                record.explicit_hash_key,
-                error=f"kpl_{exc.reason}: {exc}",
-            )
-        ]
+        return [_whole(shard_id, record, error=f"kpl_{exc.reason}: {exc}")]
     return [
         Record(
             shard_id,
@@ -71,3 +52,16 @@ def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
         )
         for index, user in enumerate(unpacked)
     ]
+
+
+def _whole(shard_id: str, record: KinesisRecord, error: str | None = None) -> Record:
+    """The Kinesis record as one user record at subsequence 0."""
+    return Record(
+        shard_id,
+        Position(record.sequence, 0),
+        record.partition_key,
+        record.data,
+        record.arrival,
+        record.explicit_hash_key,
+        error,
+    )
