@@ -82,28 +82,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = ("stream", "lease_table", "worker_id", "initial_position", "failover_seconds")
-    return {name: getattr(args, name, None) for name in (*names, "processor")}
+    return {name: getattr(args, name, None) for name in (*names, "processor", "archive")}
 
 
 async def _run(settings: Settings) -> int:
     from consumer.aws import Clients
     from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
-    from consumer.processor import load_processor
+    from consumer.metrics import LanderMetrics
+    from consumer.processor import WorkerContext, load_processor
     from consumer.worker import Worker
 
-    if settings.processor is None:
-        print(
-            "lander: LANDER_PROCESSOR is required until the built-in lander processor exists",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        factory = load_processor(settings.processor)
-    except (ImportError, ValueError) as exc:
-        print(f"lander: LANDER_PROCESSOR {exc}", file=sys.stderr)
-        return 2
     async with Clients() as clients:
+        context = WorkerContext(settings, clients, LanderMetrics())
+        try:
+            factory = load_processor(settings.processor, context)
+        except (ImportError, ValueError) as exc:
+            print(f"lander: LANDER_PROCESSOR {settings.processor}: {exc}", file=sys.stderr)
+            return 2
         worker = Worker(
             settings,
             DynamoLeaseStore(clients.dynamodb, settings.lease_table),

@@ -80,15 +80,38 @@ class Settings(BaseSettings):
         gt=0,
         description="Bound on a graceful shutdown or hand-off: flush, checkpoint, release.",
     )
-    processor: str | None = Field(
-        default=None,
+    processor: str = Field(
+        default="consumer.landing.lander:Lander",
         description="Record processor as module:Class (default: the built-in lander).",
     )
-    max_records_per_file: int = Field(default=10_000, ge=1)
-    max_bytes_per_file: int = Field(default=64 * 1024 * 1024, ge=1024)
-    flush_seconds: float = Field(default=60.0, gt=0)
-    payload_format: Literal["json", "raw"] = "json"
-    event_id_pointer: str | None = None
+    max_records_per_file: int = Field(
+        default=10_000, ge=1, description="A landed file holds at most this many records."
+    )
+    max_bytes_per_file: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="A landed file holds at most this many uncompressed bytes.",
+    )
+    flush_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Latency bound: a run spanning this many seconds of arrival time, or "
+        "open this long on a quiet shard, lands.",
+    )
+    payload_format: Literal["json", "raw"] = Field(
+        default="json",
+        description="json: payloads are parsed (bad ones dead-lettered); raw: stored base64.",
+    )
+    event_id_pointer: str | None = Field(
+        default=None,
+        description="JSON pointer to a producer event id in the payload, e.g. /event_id.",
+    )
+    dedup_window: int = Field(
+        default=0,
+        ge=0,
+        description="Per shard, drop a record whose event id was among this many recent "
+        "ones (0: off; the compaction job removes producer duplicates anyway).",
+    )
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -111,6 +134,13 @@ class Settings(BaseSettings):
     @classmethod
     def _initial_position(cls, value: str) -> str:
         parse_initial_position(value)
+        return value
+
+    @field_validator("event_id_pointer")
+    @classmethod
+    def _pointer(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError("must be a JSON pointer starting with '/', e.g. /event_id")
         return value
 
     @field_validator("archive")

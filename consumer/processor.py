@@ -25,7 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from consumer.aws import Clients
+from consumer.config import Settings
 from consumer.leases.coordinator import LeaseCoordinator
+from consumer.metrics import LanderMetrics
 from consumer.records import Record
 from consumer.sequence import Checkpoint, Position, Sentinel
 
@@ -56,6 +59,14 @@ class Checkpointer:
         if last is None or target > last:
             raise ValueError(f"cannot checkpoint {target}: last delivered is {last}")
         await self._coordinator.checkpoint(self.shard_id, target)
+
+    async def ensure_lease(self) -> None:
+        """Raise ``LeaseLostError`` unless the lease is certainly ours right now.
+
+        Call it right before a side effect that must not happen twice (an S3 put):
+        after a pause it renews first, so a woken zombie learns it lost the lease.
+        """
+        await self._coordinator.ensure_valid(self.shard_id)
 
     @property
     def current(self) -> Checkpoint:
@@ -108,13 +119,30 @@ class RecordProcessor(Protocol):
 ProcessorFactory = Callable[[], RecordProcessor]
 
 
-def load_processor(spec: str) -> ProcessorFactory:
-    """Resolve ``module:Class`` (or ``module:factory``) to a processor factory."""
+@dataclass(frozen=True, slots=True)
+class WorkerContext:
+    """What a worker offers a processor class that asks for it (see load_processor)."""
+
+    settings: Settings
+    clients: Clients
+    metrics: LanderMetrics
+
+
+def load_processor(spec: str, context: WorkerContext) -> ProcessorFactory:
+    """Resolve ``module:Class`` (or ``module:factory``) to a processor factory.
+
+    A class with a ``for_worker(context)`` class method is asked for its factory, so
+    it can share clients and metrics across its per-shard instances (the built-in
+    lander does); anything else callable is called with no arguments per shard.
+    """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ValueError(f"processor must look like module:Class, got {spec!r}")
     module = importlib.import_module(module_name)
-    factory = getattr(module, attribute, None)
-    if factory is None or not callable(factory):
+    target = getattr(module, attribute, None)
+    if target is None or not callable(target):
         raise ValueError(f"{spec!r}: {module_name} has no callable {attribute}")
-    return factory  # type: ignore[no-any-return]
+    for_worker = getattr(target, "for_worker", None)
+    if for_worker is not None:
+        return for_worker(context)  # type: ignore[no-any-return]
+    return target  # type: ignore[no-any-return]

@@ -1,0 +1,1 @@
+"""Landing: a stream's records in an archive, exactly once, one object per run."""

@@ -1,0 +1,172 @@
+"""Runs: consecutive records of one shard in one arrival minute, cut into files.
+
+A run is cut, before the record that would break a rule, when
+
+1. the record's arrival minute differs from the run's (late records included),
+2. the run holds ``max_records`` records,
+3. the record's line would take the run past ``max_bytes`` (uncompressed),
+4. the record arrived ``flush_seconds`` or more after the run's first record;
+
+and, outside the records, when the shard ends, on shutdown, and when a run has been
+open ``flush_seconds`` by the worker's clock with nothing new arriving (a quiet shard).
+Rules 1-4 read only the records, so a replay from the same place cuts at the same
+places and produces the same keys and bytes; rule 4 makes the latency bound a property
+of the records for a live stream, and the clock is left only for quiet shards.
+
+A run's range covers every record it consumed, including dead letters and producer
+duplicates dropped by the event-id filter, so consecutive runs tile the shard.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from consumer.landing.envelope import DeadLetter
+from consumer.landing.keys import minute_of
+from consumer.records import Record
+from consumer.sequence import Position
+
+GZIP_LEVEL = 6
+
+
+def _gzip() -> zlib._Compress:
+    # wbits 31: a gzip stream whose header carries no name and mtime 0, so the same
+    # lines always give the same bytes (replays must hash equal).
+    return zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+
+
+@dataclass(frozen=True, slots=True)
+class LandedRun:
+    """A closed run, ready to land."""
+
+    shard_id: str
+    minute: datetime
+    first: Position
+    last: Position
+    body: bytes
+    """gzip of the JSON lines (possibly no lines: a run of only dead letters)."""
+    lines: int
+    raw_bytes: int
+    dead_letters: tuple[DeadLetter, ...]
+    dropped: int
+    """Producer duplicates dropped inside the run's range."""
+
+
+@dataclass(slots=True)
+class _OpenRun:
+    minute: datetime
+    first: Position
+    first_arrival: datetime
+    opened_at: float
+    last: Position
+    gzip: zlib._Compress = field(default_factory=_gzip)
+    chunks: list[bytes] = field(default_factory=list)
+    consumed: int = 0
+    lines: int = 0
+    raw_bytes: int = 0
+    buffered: int = 0
+    dead: list[DeadLetter] = field(default_factory=list)
+    dropped: int = 0
+
+
+class Batcher:
+    """Cuts one shard's records into runs."""
+
+    def __init__(
+        self, shard_id: str, max_records: int, max_bytes: int, flush_seconds: float
+    ) -> None:
+        self.shard_id = shard_id
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.flush = timedelta(seconds=flush_seconds)
+        self.flush_seconds = flush_seconds
+        self._run: _OpenRun | None = None
+
+    @property
+    def open(self) -> bool:
+        """Whether records are buffered."""
+        return self._run is not None
+
+    def add(
+        self, record: Record, line: bytes | None, now: float, size: int = 0
+    ) -> LandedRun | None:
+        """Add a record (``line`` None: dropped or dead-lettered by the caller).
+
+        ``size`` is what a line-less record buffers (a dead letter's payload), so the
+        byte bound caps memory whatever the records are. Returns the run this record
+        closed, if it closed one.
+        """
+        minute = minute_of(record.arrival)
+        size = len(line) if line is not None else size
+        closed = None
+        run = self._run
+        if run is not None and self._must_cut(run, record, minute, size):
+            closed = self._close()
+            run = None
+        if run is None:
+            run = self._run = _OpenRun(
+                minute, record.position, record.arrival, now, record.position
+            )
+        run.last = record.position
+        run.consumed += 1
+        run.buffered += size
+        if line is not None:
+            run.chunks.append(run.gzip.compress(line))
+            run.lines += 1
+            run.raw_bytes += len(line)
+        return closed
+
+    def add_dead(self, dead: DeadLetter, now: float) -> LandedRun | None:
+        """Add a record that goes to the dead letters."""
+        closed = self.add(dead.record, None, now, size=len(dead.record.data))
+        assert self._run is not None
+        self._run.dead.append(dead)
+        return closed
+
+    def add_dropped(self, record: Record, now: float) -> LandedRun | None:
+        """Add a record dropped as a producer duplicate (it still extends the range)."""
+        closed = self.add(record, None, now)
+        assert self._run is not None
+        self._run.dropped += 1
+        return closed
+
+    def _must_cut(self, run: _OpenRun, record: Record, minute: datetime, size: int) -> bool:
+        return (
+            minute != run.minute
+            or run.consumed >= self.max_records
+            or run.buffered + size > self.max_bytes
+            or record.arrival - run.first_arrival >= self.flush
+        )
+
+    def due(self, now: float) -> LandedRun | None:
+        """Close the open run if it has waited ``flush_seconds`` (quiet shard)."""
+        if self._run is not None and now - self._run.opened_at >= self.flush_seconds:
+            return self._close()
+        return None
+
+    def close(self) -> LandedRun | None:
+        """Close the open run, if any (shard end, shutdown)."""
+        return self._close() if self._run is not None else None
+
+    def discard(self) -> None:
+        """Forget the open run (lease lost: it must not land)."""
+        self._run = None
+
+    def _close(self) -> LandedRun:
+        run = self._run
+        assert run is not None
+        self._run = None
+        run.chunks.append(run.gzip.flush())
+        return LandedRun(
+            shard_id=self.shard_id,
+            minute=run.minute,
+            first=run.first,
+            last=run.last,
+            body=b"".join(run.chunks),
+            lines=run.lines,
+            raw_bytes=run.raw_bytes,
+            dead_letters=tuple(run.dead),
+            dropped=run.dropped,
+        )

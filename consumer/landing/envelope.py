@@ -1,0 +1,119 @@
+"""One user record as one JSON line, or the reason it must be dead-lettered.
+
+The hot path of the lander. In ``json`` mode the payload is parsed (strictly: UTF-8,
+RFC 8259, no NaN) to prove it is JSON and to read the event id, but it is not
+re-serialised: the validated bytes are spliced into the envelope as they are, unless
+they span several lines.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+
+from consumer.records import Record
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record that cannot be landed as JSON, with why."""
+
+    record: Record
+    reason: str
+
+    def line(self, stream: str) -> bytes:
+        """The dead letter as a JSON line: the whole record, base64, and the reason."""
+        line: bytes = orjson.dumps(
+            {
+                "reason": self.reason,
+                "stream": stream,
+                "shard_id": self.record.shard_id,
+                "sequence_number": self.record.sequence_number,
+                "subsequence_number": self.record.position.subsequence,
+                "partition_key": self.record.partition_key,
+                "arrival_ts": format_ts(self.record.arrival),
+                "data_base64": base64.b64encode(self.record.data).decode("ascii"),
+            },
+            option=orjson.OPT_APPEND_NEWLINE,
+        )
+        return line
+
+
+class EventIdPointer:
+    """A JSON pointer (RFC 6901) into a parsed payload, e.g. ``/event_id``."""
+
+    def __init__(self, pointer: str) -> None:
+        if not pointer.startswith("/"):
+            raise ValueError(f"JSON pointer must start with '/': {pointer!r}")
+        self.pointer = pointer
+        self.parts = [part.replace("~1", "/").replace("~0", "~") for part in pointer[1:].split("/")]
+
+    def resolve(self, document: Any) -> str | None:
+        """The id as a string, or None when the payload does not have it."""
+        node = document
+        for part in self.parts:
+            if isinstance(node, dict):
+                if part not in node:
+                    return None
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        if node is None or isinstance(node, dict | list):
+            return None
+        return node if isinstance(node, str) else orjson.dumps(node).decode()
+
+
+def format_ts(when: datetime) -> str:
+    """ISO-8601 UTC with milliseconds and a Z."""
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Encoder:
+    """Turns a shard's records into JSON lines."""
+
+    def __init__(
+        self,
+        stream: str,
+        payload_format: Literal["json", "raw"] = "json",
+        event_id: EventIdPointer | None = None,
+    ) -> None:
+        self.stream = stream
+        self.raw = payload_format == "raw"
+        self.event_id = event_id
+
+    def encode(self, record: Record) -> tuple[bytes, str | None] | DeadLetter:
+        """The line for ``record`` and its event id, or a dead letter."""
+        if record.error is not None:
+            return DeadLetter(record, record.error)
+        event_id: str | None = None
+        if self.raw:
+            payload = b'"' + base64.b64encode(record.data) + b'"'
+        else:
+            if not record.data:
+                return DeadLetter(record, "empty payload")
+            try:
+                document = orjson.loads(record.data)
+            except orjson.JSONDecodeError as exc:
+                return DeadLetter(record, f"invalid JSON: {str(exc)[:200]}")
+            payload = record.data
+            if b"\n" in payload or b"\r" in payload:
+                payload = orjson.dumps(document)
+            if self.event_id is not None:
+                event_id = self.event_id.resolve(document)
+        head: dict[str, Any] = {
+            "stream": self.stream,
+            "shard_id": record.shard_id,
+            "sequence_number": record.sequence_number,
+            "subsequence_number": record.position.subsequence,
+            "partition_key": record.partition_key,
+            "arrival_ts": format_ts(record.arrival),
+        }
+        if self.event_id is not None:
+            head["event_id"] = event_id
+        return orjson.dumps(head)[:-1] + b',"data":' + payload.strip() + b"}\n", event_id

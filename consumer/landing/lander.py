@@ -1,0 +1,231 @@
+"""The lander: the built-in record processor that archives a stream exactly once.
+
+Per run: (dead letters, then) the data object with ``If-None-Match: *``, then a
+checkpoint at the run's last position, fenced by the lease. Before every put the lease
+is proven valid (after a pause the worker renews first), and on a takeover the
+:class:`~consumer.landing.reconcile.Reconciler` drops what some owner already landed.
+Together with runs cut by the records themselves (same records, same keys, same
+bytes), crashes, failovers, a lost lease table and paused zombies add no duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+
+import structlog
+
+from consumer.aws import backoff
+from consumer.config import Settings
+from consumer.landing.archive import open_archive
+from consumer.landing.batcher import Batcher, LandedRun
+from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
+from consumer.landing.keys import bound, dead_letter_key, object_key
+from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome
+from consumer.landing.reconcile import Reconciler
+from consumer.leases.model import LeaseLostError
+from consumer.metrics import LanderMetrics
+from consumer.processor import (
+    Checkpointer,
+    InitializationInput,
+    ProcessorFactory,
+    ProcessRecordsInput,
+    WorkerContext,
+)
+from consumer.records import Record
+
+log = structlog.get_logger("consumer.landing")
+
+PUT_ATTEMPTS = 8
+
+
+class RecentEventIds:
+    """A bounded memory of recently landed event ids (oldest forgotten first)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def seen(self, event_id: str) -> bool:
+        """True if ``event_id`` was seen recently; remembers it either way."""
+        if event_id in self._ids:
+            self._ids.move_to_end(event_id)
+            return True
+        self._ids[event_id] = None
+        if len(self._ids) > self.size:
+            self._ids.popitem(last=False)
+        return False
+
+
+class Lander:
+    """Lands one shard's records as minute-partitioned gzipped JSON Lines."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: ObjectStore,
+        prefix: str,
+        metrics: LanderMetrics,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.prefix = prefix
+        self.metrics = metrics
+        self.clock = clock
+        pointer = settings.event_id_pointer
+        self.encoder = Encoder(
+            settings.stream, settings.payload_format, EventIdPointer(pointer) if pointer else None
+        )
+        self.shard_id = "?"
+        self.batcher: Batcher | None = None
+        self.reconciler: Reconciler | None = None
+        self.recent = RecentEventIds(settings.dedup_window) if settings.dedup_window else None
+        self._log = log
+
+    @classmethod
+    def for_worker(cls, context: WorkerContext) -> ProcessorFactory:
+        """One archive connection and one set of metrics for every shard of a worker."""
+        settings = context.settings
+        if settings.archive is None:
+            raise ValueError("LANDER_ARCHIVE is required by the lander (s3://... or file://...)")
+        store, prefix = open_archive(settings.archive, context.clients.s3)
+        return lambda: cls(settings, store, prefix, context.metrics)
+
+    async def initialize(self, init: InitializationInput) -> None:
+        """Start a shard: a fresh batcher, and reconciliation against the archive."""
+        self.shard_id = init.shard_id
+        self.batcher = Batcher(
+            init.shard_id,
+            self.settings.max_records_per_file,
+            self.settings.max_bytes_per_file,
+            self.settings.flush_seconds,
+        )
+        self.reconciler = Reconciler(self.store, self.prefix, self.settings.stream, init.shard_id)
+        self._log = log.bind(shard_id=init.shard_id, worker_id=init.worker_id)
+
+    async def process_records(self, batch: ProcessRecordsInput) -> None:
+        """Batch records into runs and land every run that closes."""
+        assert self.batcher is not None
+        assert self.reconciler is not None
+        now = self.clock()
+        skipped: Record | None = None
+        for record in batch.records:
+            if self.reconciler.active:
+                listed = len(self.reconciler.listed)
+                landed = await self.reconciler.already_landed(record)
+                if len(self.reconciler.listed) > listed:
+                    self.metrics.reconcile_listings.labels(self.shard_id).inc()
+                if landed:
+                    self.metrics.duplicates_dropped.labels(self.shard_id, "replay").inc()
+                    skipped = record
+                    continue
+            skipped = None
+            closed = self._add(record, now)
+            if closed is not None:
+                await self._land(closed, batch.checkpointer)
+        closed = self.batcher.due(now)
+        if closed is not None:
+            await self._land(closed, batch.checkpointer)
+        if skipped is not None and not self.batcher.open:
+            # The batch ended in records landed already: move the checkpoint past them.
+            await self._checkpoint(batch.checkpointer, skipped)
+
+    def _add(self, record: Record, now: float) -> LandedRun | None:
+        assert self.batcher is not None
+        encoded = self.encoder.encode(record)
+        if isinstance(encoded, DeadLetter):
+            return self.batcher.add_dead(encoded, now)
+        line, event_id = encoded
+        if self.recent is not None and event_id is not None and self.recent.seen(event_id):
+            self.metrics.duplicates_dropped.labels(self.shard_id, "producer").inc()
+            return self.batcher.add_dropped(record, now)
+        return self.batcher.add(record, line, now)
+
+    async def _land(self, run: LandedRun, checkpointer: Checkpointer) -> None:
+        minute, first, last = run.minute, run.first, run.last
+        stream = self.settings.stream
+        for dead in run.dead_letters:
+            # One object per dead letter, keyed by its position: however a replay cuts
+            # its runs, the same record always meets the same key.
+            position = dead.record.position
+            key = dead_letter_key(
+                self.prefix, stream, self.shard_id, minute, first=position, last=position
+            )
+            await self._put(
+                key, _gzip(dead.line(stream)), {"reason": dead.reason[:200]}, checkpointer
+            )
+            self.metrics.dead_letters.labels(self.shard_id).inc()
+            self._log.warning(
+                "record dead-lettered", position=str(position), reason=dead.reason, key=key
+            )
+        key = object_key(self.prefix, stream, self.shard_id, minute, first=first, last=last)
+        metadata = {
+            "records": str(run.lines),
+            "first": bound(first),
+            "last": bound(last),
+            "dead-letters": str(len(run.dead_letters)),
+            "producer-duplicates": str(run.dropped),
+        }
+        outcome = await self._put(key, run.body, metadata, checkpointer)
+        if outcome is PutOutcome.CREATED:
+            self.metrics.files_landed.labels(self.shard_id).inc()
+            self.metrics.records_landed.labels(self.shard_id).inc(run.lines)
+            self.metrics.bytes_landed.labels(self.shard_id).inc(run.raw_bytes)
+        elif outcome is PutOutcome.REPLAYED:
+            self.metrics.replayed_puts.labels(self.shard_id).inc()
+        else:
+            self.metrics.conflicts.labels(self.shard_id).inc()
+            self._log.error("landed object conflict; existing object kept", key=key)
+        await self._checkpoint(checkpointer, run)
+
+    async def _put(
+        self, key: str, body: bytes, metadata: dict[str, str], checkpointer: Checkpointer
+    ) -> PutOutcome:
+        for attempt in range(1, PUT_ATTEMPTS + 1):
+            # Never write for a shard that may be someone else's by now.
+            await checkpointer.ensure_lease()
+            try:
+                return await self.store.put_if_absent(key, body, metadata)
+            except ObjectStoreError as exc:
+                if not exc.retriable or attempt == PUT_ATTEMPTS:
+                    raise
+                delay = backoff(attempt, base=0.2, cap=10.0)
+                self._log.warning("put failed; retrying", key=key, error=str(exc), delay=delay)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _checkpoint(self, checkpointer: Checkpointer, upto: LandedRun | Record) -> None:
+        position = upto.last if isinstance(upto, LandedRun) else upto.position
+        try:
+            await checkpointer.checkpoint(position)
+        except LeaseLostError:
+            self.metrics.checkpoint_failures.labels(self.shard_id).inc()
+            raise
+
+    async def _flush(self, checkpointer: Checkpointer) -> None:
+        assert self.batcher is not None
+        closed = self.batcher.close()
+        if closed is not None:
+            await self._land(closed, checkpointer)
+
+    async def lease_lost(self) -> None:
+        """Drop the open run: it must not land under a lease we no longer hold."""
+        if self.batcher is not None:
+            self.batcher.discard()
+
+    async def shard_ended(self, checkpointer: Checkpointer) -> None:
+        """Land the last run of a closed shard."""
+        await self._flush(checkpointer)
+
+    async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
+        """Land what is buffered and checkpoint it before the lease is given up."""
+        await self._flush(checkpointer)
+
+
+def _gzip(data: bytes) -> bytes:
+    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return compressor.compress(data) + compressor.flush()

@@ -1,0 +1,98 @@
+"""The archive as a narrow interface: create-if-absent, list, read.
+
+Three implementations keep one contract (tested by one suite): S3 (``s3://``, any
+S3-compatible endpoint honouring ``If-None-Match: *``), a local filesystem
+(``file://``: write a temporary file, then ``link`` it into place, so a file appears
+whole or not at all and never overwrites), and memory (tests).
+
+A put that finds the key taken compares SHA-256s: the same body is a replay (success),
+a different one is a conflict; the existing object is kept either way.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlparse
+
+
+class PutOutcome(enum.StrEnum):
+    """What a create-if-absent put found."""
+
+    CREATED = "created"
+    REPLAYED = "replayed"
+    """The key existed with the same body: an earlier attempt or owner landed it."""
+    CONFLICT = "conflict"
+    """The key existed with another body: kept as it is, counted and logged."""
+
+
+class ObjectStore(Protocol):
+    """Where landed objects go."""
+
+    async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
+        """Create ``key`` with ``body`` unless it exists."""
+
+    async def list_keys(self, prefix: str) -> list[str]:
+        """Every key under ``prefix`` (all pages)."""
+
+    async def get(self, key: str) -> bytes:
+        """An object's body (``KeyError`` if missing)."""
+
+
+class ObjectStoreError(Exception):
+    """A put or list failed in a way retrying might fix."""
+
+    retriable = True
+
+
+def sha256(body: bytes) -> str:
+    """Hex SHA-256, as stored in object metadata."""
+    return hashlib.sha256(body).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveUri:
+    """``s3://bucket/prefix`` or ``file:///path``."""
+
+    scheme: str
+    bucket: str
+    prefix: str
+    path: str
+
+    @classmethod
+    def parse(cls, uri: str) -> ArchiveUri:
+        """Parse an archive URI, rejecting anything else with a clear error."""
+        parsed = urlparse(uri)
+        if parsed.scheme == "s3" and parsed.netloc:
+            return cls("s3", parsed.netloc, parsed.path.strip("/"), "")
+        if parsed.scheme == "file" and parsed.path.startswith("/") and not parsed.netloc:
+            return cls("file", "", "", parsed.path)
+        raise ValueError(f"archive must be s3://bucket[/prefix] or file:///path, got {uri!r}")
+
+
+class MemoryObjectStore:
+    """A dict of objects."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.metadata: dict[str, dict[str, str]] = {}
+
+    async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
+        """Create unless present."""
+        existing = self.objects.get(key)
+        if existing is None:
+            self.objects[key] = body
+            self.metadata[key] = dict(metadata)
+            return PutOutcome.CREATED
+        return PutOutcome.REPLAYED if existing == body else PutOutcome.CONFLICT
+
+    async def list_keys(self, prefix: str) -> list[str]:
+        """Keys under the prefix, sorted."""
+        return sorted(key for key in self.objects if key.startswith(prefix))
+
+    async def get(self, key: str) -> bytes:
+        """The body."""
+        return self.objects[key]

@@ -1,0 +1,137 @@
+"""The archive on S3: conditional puts (``If-None-Match: *``), multipart when large.
+
+A multipart upload is made visible only by CompleteMultipartUpload, which carries the
+same condition, so a large object too appears whole or not at all; a failed or
+refused upload is aborted so no parts linger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from consumer.aws import error_code, http_status
+from consumer.landing.objects import ObjectStoreError, PutOutcome, sha256
+
+if TYPE_CHECKING:
+    from types_aiobotocore_s3 import S3Client
+
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+PART_SIZE = 8 * 1024 * 1024
+_PRECONDITION = {"PreconditionFailed", "ConditionalRequestConflict"}
+
+
+class S3ObjectStore:
+    """Objects in one bucket; keys are full S3 keys."""
+
+    def __init__(
+        self,
+        client: S3Client,
+        bucket: str,
+        multipart_threshold: int = MULTIPART_THRESHOLD,
+        part_size: int = PART_SIZE,
+    ) -> None:
+        self._client = client
+        self.bucket = bucket
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
+
+    async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
+        """Create unless present; on 412 compare the stored SHA-256."""
+        digest = sha256(body)
+        meta = {**metadata, "sha256": digest}
+        try:
+            if len(body) >= self.multipart_threshold:
+                await self._multipart(key, body, meta)
+            else:
+                await self._client.put_object(
+                    Bucket=self.bucket,
+                    Key=key,
+                    Body=body,
+                    IfNoneMatch="*",
+                    Metadata=meta,
+                    ContentType="application/gzip",
+                )
+        except ClientError as exc:
+            if error_code(exc) in _PRECONDITION or http_status(exc) == 412:
+                return await self._compare(key, digest)
+            raise _wrap(exc) from exc
+        except BotoCoreError as exc:
+            raise _wrap(exc) from exc
+        return PutOutcome.CREATED
+
+    async def _compare(self, key: str, digest: str) -> PutOutcome:
+        try:
+            head = await self._client.head_object(Bucket=self.bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise _wrap(exc) from exc
+        same = head.get("Metadata", {}).get("sha256") == digest
+        return PutOutcome.REPLAYED if same else PutOutcome.CONFLICT
+
+    async def _multipart(self, key: str, body: bytes, meta: Mapping[str, str]) -> None:
+        upload = await self._client.create_multipart_upload(
+            Bucket=self.bucket, Key=key, Metadata=dict(meta), ContentType="application/gzip"
+        )
+        upload_id = upload["UploadId"]
+        try:
+            parts: list[Any] = []
+            for number, start in enumerate(range(0, len(body), self.part_size), start=1):
+                part = await self._client.upload_part(
+                    Bucket=self.bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    PartNumber=number,
+                    Body=body[start : start + self.part_size],
+                )
+                parts.append({"PartNumber": number, "ETag": part["ETag"]})
+            await self._client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+                IfNoneMatch="*",
+            )
+        except BaseException:
+            with contextlib.suppress(ClientError, BotoCoreError):
+                await self._client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id
+                )
+            raise
+
+    async def list_keys(self, prefix: str) -> list[str]:
+        """ListObjectsV2, every page."""
+        keys: list[str] = []
+        token: str | None = None
+        try:
+            while True:
+                kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+                if token:
+                    kwargs["ContinuationToken"] = token
+                page = await self._client.list_objects_v2(**kwargs)
+                keys.extend(item["Key"] for item in page.get("Contents", []))
+                token = page.get("NextContinuationToken")
+                if not token:
+                    return sorted(keys)
+        except (ClientError, BotoCoreError) as exc:
+            raise _wrap(exc) from exc
+
+    async def get(self, key: str) -> bytes:
+        """GetObject."""
+        try:
+            response = await self._client.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if error_code(exc) in ("NoSuchKey", "404"):
+                raise KeyError(key) from None
+            raise _wrap(exc) from exc
+        async with response["Body"] as stream:
+            return await stream.read()
+
+
+def _wrap(exc: BaseException) -> Exception:
+    error = ObjectStoreError(f"S3 {error_code(exc) or type(exc).__name__}: {str(exc)[:300]}")
+    status = http_status(exc)
+    error.retriable = status == 0 or status >= 500 or error_code(exc) in {"SlowDown", "Throttling"}
+    return error

@@ -1,0 +1,191 @@
+"""Landing decisions without I/O: keys, landed ranges, envelopes, cuts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from datetime import UTC, datetime, timedelta
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from consumer.landing.batcher import Batcher, LandedRun
+from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
+from consumer.landing.keys import minute_of, object_key, parse_key
+from consumer.landing.ranges import RangeSet
+from consumer.records import Record
+from consumer.sequence import Position
+
+T0 = datetime(2026, 11, 22, 6, 0, 0, tzinfo=UTC)
+positions = st.builds(Position, st.integers(0, 10**56), st.integers(0, 5))
+
+
+@given(positions, positions, st.datetimes(timezones=st.just(UTC)))
+def test_keys_round_trip(a: Position, b: Position, when: datetime) -> None:
+    """A key names its shard, minute and both bounds, and parses back to them."""
+    first, last = min(a, b), max(a, b)
+    key = object_key(
+        "archive/x", "orders", "shardId-000000000001", minute_of(when), first=first, last=last
+    )
+    landed = parse_key(key)
+    assert landed is not None
+    assert (landed.stream, landed.shard_id) == ("orders", "shardId-000000000001")
+    assert (landed.minute, landed.first, landed.last) == (minute_of(when), first, last)
+    assert key.endswith(".jsonl.gz")
+
+
+def test_plain_bounds_read_like_the_design() -> None:
+    """Without aggregation a key is {first_seq}-{last_seq}.jsonl.gz."""
+    key = object_key("p", "s", "shard-1", T0, first=Position(12), last=Position(345))
+    assert key == "p/stream=s/dt=2026-11-22/hour=06/minute=00/shard=shard-1/12-345.jsonl.gz"
+
+
+@given(st.lists(st.tuples(positions, positions), max_size=20), st.lists(positions, max_size=30))
+def test_range_set_agrees_with_a_naive_model(
+    ranges: list[tuple[Position, Position]], probes: list[Position]
+) -> None:
+    """Membership in the merged range set equals membership in any added range."""
+    ordered = [(min(a, b), max(a, b)) for a, b in ranges]
+    merged = RangeSet(ordered)
+    for probe in probes + [p for r in ordered for p in r]:
+        assert (probe in merged) == any(a <= probe <= b for a, b in ordered)
+    if ordered:
+        assert merged.end == max(b for _, b in ordered)
+
+
+def _record(seq: int, data: bytes, arrival: datetime = T0, sub: int = 0) -> Record:
+    return Record("shard-1", Position(seq, sub), "pk", data, arrival)
+
+
+def test_envelope_splices_the_payload_and_reads_the_event_id() -> None:
+    """A JSON payload is kept as sent; the envelope carries position and arrival."""
+    encoder = Encoder("orders", "json", EventIdPointer("/meta/id"))
+    result = encoder.encode(_record(10**55, b'{"meta": {"id": 7}, "x": [1, 2]}'))
+    assert not isinstance(result, DeadLetter)
+    line, event_id = result
+    assert line.endswith(b'"data":{"meta": {"id": 7}, "x": [1, 2]}}\n')
+    doc = json.loads(line)
+    assert doc["sequence_number"] == str(10**55)
+    assert doc["arrival_ts"] == "2026-11-22T06:00:00.000Z"
+    assert doc["event_id"] == "7" == event_id
+    assert doc["data"] == {"meta": {"id": 7}, "x": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"", "empty payload"),
+        (b"{not json", "invalid JSON"),
+        (b'{"a": "\xff\xfe"}', "invalid JSON"),
+        (b'{"a": NaN}', "invalid JSON"),
+        (b'{"a": 1} trailing', "invalid JSON"),
+    ],
+)
+def test_bad_payloads_become_dead_letters_with_a_reason(payload: bytes, reason: str) -> None:
+    """Empty, malformed, non-UTF-8 and non-standard JSON are dead-lettered, not landed."""
+    result = Encoder("s").encode(_record(1, payload))
+    assert isinstance(result, DeadLetter)
+    assert result.reason.startswith(reason)
+    line = orjson.loads(result.line("s"))
+    assert line["reason"] == result.reason
+
+
+def test_multiline_json_is_compacted_and_raw_mode_keeps_bytes() -> None:
+    """A pretty-printed payload still makes one line; raw mode stores base64."""
+    line, _ = Encoder("s").encode(_record(1, b'{\n  "a": 1\n}'))  # type: ignore[misc]
+    assert line.count(b"\n") == 1
+    assert json.loads(line)["data"] == {"a": 1}
+    raw, _ = Encoder("s", "raw").encode(_record(1, b"\xff\x00"))  # type: ignore[misc]
+    assert json.loads(raw)["data"] == "/wA="
+
+
+def test_one_mebibyte_payload_lands() -> None:
+    """A 1 MiB JSON payload is a line like any other."""
+    payload = json.dumps({"blob": "x" * (1024 * 1024 - 20)}).encode()
+    line, _ = Encoder("s").encode(_record(1, payload))  # type: ignore[misc]
+    assert len(line) > 1024 * 1024
+
+
+@st.composite
+def record_streams(draw: st.DrawFn) -> list[Record]:
+    """Records in shard order with arrivals that mostly advance, sometimes go back."""
+    count = draw(st.integers(1, 80))
+    records = []
+    arrival = T0
+    seq = 10**50
+    for _ in range(count):
+        arrival += timedelta(seconds=draw(st.sampled_from([0, 0.5, 3, 20, 61, -30])))
+        seq += draw(st.integers(1, 10**6))
+        size = draw(st.integers(1, 300))
+        records.append(_record(seq, json.dumps({"p": "x" * size}).encode(), arrival))
+    return records
+
+
+def _cut(records: list[Record], max_records: int, max_bytes: int) -> list[LandedRun]:
+    batcher = Batcher("shard-1", max_records, max_bytes, flush_seconds=10.0)
+    encoder = Encoder("s")
+    runs = []
+    for record in records:
+        line, _ = encoder.encode(record)  # type: ignore[misc]
+        closed = batcher.add(record, line, now=0.0)
+        if closed:
+            runs.append(closed)
+    closed = batcher.close()
+    if closed:
+        runs.append(closed)
+    return runs
+
+
+@given(record_streams(), st.integers(1, 20), st.integers(1024, 8000))
+def test_cuts_follow_the_rules_and_replays_cut_identically(
+    records: list[Record], max_records: int, max_bytes: int
+) -> None:
+    """Every run is one minute, within the limits and the arrival span; replaying from
+    any run boundary reproduces the same keys and the same bytes."""
+    runs = _cut(records, max_records, max_bytes)
+    assert [r.first for r in runs] == sorted(r.first for r in runs)
+    assert sum(r.lines for r in runs) == len(records)
+    index = 0
+    for run in runs:
+        members = records[index : index + run.lines]
+        index += run.lines
+        assert members[0].position == run.first
+        assert members[-1].position == run.last
+        assert {minute_of(r.arrival) for r in members} == {run.minute}
+        assert len(members) <= max_records
+        assert run.raw_bytes <= max_bytes or run.lines == 1
+        assert all(r.arrival - members[0].arrival < timedelta(seconds=10) for r in members)
+        assert len(gzip.decompress(run.body).splitlines()) == run.lines
+    for start in range(len(runs)):
+        offset = sum(r.lines for r in runs[:start])
+        replay = _cut(records[offset:], max_records, max_bytes)
+        assert [(r.first, r.last, r.body) for r in replay] == [
+            (r.first, r.last, r.body) for r in runs[start:]
+        ]
+
+
+@given(st.lists(st.binary(max_size=400), max_size=40), st.data())
+def test_gzip_bytes_do_not_depend_on_how_lines_were_fed(
+    lines: list[bytes], data: st.DataObject
+) -> None:
+    """Streaming compression gives the same bytes as compressing the whole at once."""
+    whole = zlib.compressobj(6, zlib.DEFLATED, 31)
+    expected = whole.compress(b"".join(lines)) + whole.flush()
+    streamed = zlib.compressobj(6, zlib.DEFLATED, 31)
+    chunks = [streamed.compress(line) for line in lines]
+    assert b"".join(chunks) + streamed.flush() == expected
+    assert data.draw(st.just(True))
+
+
+def test_quiet_shard_flushes_by_clock() -> None:
+    """A run open for flush_seconds by the worker's clock closes without new records."""
+    batcher = Batcher("shard-1", 100, 10_000, flush_seconds=5.0)
+    batcher.add(_record(1, b"{}"), b"x\n", now=100.0)
+    assert batcher.due(104.9) is None
+    run = batcher.due(105.0)
+    assert run is not None
+    assert run.lines == 1
+    assert not batcher.open
