@@ -84,16 +84,21 @@ class Lander:
         self.batcher: Batcher | None = None
         self.reconciler: Reconciler | None = None
         self.recent = RecentEventIds(settings.dedup_window) if settings.dedup_window else None
+        self._replayed = 0
         self._log = log
 
     @classmethod
     def for_worker(cls, context: WorkerContext) -> ProcessorFactory:
         """One archive connection and one set of metrics for every shard of a worker."""
-        settings = context.settings
-        if settings.archive is None:
+        store, prefix = cls.archive(context)
+        return lambda: cls(context.settings, store, prefix, context.metrics)
+
+    @classmethod
+    def archive(cls, context: WorkerContext) -> tuple[ObjectStore, str]:
+        """The archive LANDER_ARCHIVE names (a subclass may wrap it)."""
+        if context.settings.archive is None:
             raise ValueError("LANDER_ARCHIVE is required by the lander (s3://... or file://...)")
-        store, prefix = open_archive(settings.archive, context.clients.s3)
-        return lambda: cls(settings, store, prefix, context.metrics)
+        return open_archive(context.settings.archive, context.clients.s3)
 
     async def initialize(self, init: InitializationInput) -> None:
         """Start a shard: a fresh batcher, and reconciliation against the archive."""
@@ -113,6 +118,7 @@ class Lander:
         assert self.reconciler is not None
         now = self.clock()
         skipped: Record | None = None
+        reconciling = self.reconciler.active
         for record in batch.records:
             if self.reconciler.active:
                 listed = len(self.reconciler.listed)
@@ -121,12 +127,19 @@ class Lander:
                     self.metrics.reconcile_listings.labels(self.shard_id).inc()
                 if landed:
                     self.metrics.duplicates_dropped.labels(self.shard_id, "replay").inc()
+                    self._replayed += 1
                     skipped = record
                     continue
             skipped = None
             closed = self._add(record, now)
             if closed is not None:
                 await self._land(closed, batch.checkpointer)
+        if reconciling and not self.reconciler.active:
+            self._log.info(
+                "reconciled with the archive",
+                dropped_already_landed=self._replayed,
+                minutes_listed=len(self.reconciler.listed),
+            )
         closed = self.batcher.due(now)
         if closed is not None:
             await self._land(closed, batch.checkpointer)
@@ -177,6 +190,7 @@ class Lander:
             self.metrics.bytes_landed.labels(self.shard_id).inc(run.raw_bytes)
         elif outcome is PutOutcome.REPLAYED:
             self.metrics.replayed_puts.labels(self.shard_id).inc()
+            self._log.info("landed object already present (replay)", key=key)
         else:
             self.metrics.conflicts.labels(self.shard_id).inc()
             self._log.error("landed object conflict; existing object kept", key=key)

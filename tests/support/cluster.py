@@ -6,6 +6,7 @@ records and the lease table are created and read with boto3.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -75,6 +76,9 @@ class Cluster:
     def __post_init__(self) -> None:
         self.kinesis = self._client("kinesis")
         self.dynamodb = self._client("dynamodb")
+        self.s3 = self._client("s3")
+        self.bucket = f"archive-{uuid.uuid4().hex[:10]}"
+        self.prefix = "landed"
         self.recordings = self.workdir / "recordings"
         self.recordings.mkdir(parents=True, exist_ok=True)
         self.kinesis.create_stream(StreamName=self.stream, ShardCount=self.shards)
@@ -188,6 +192,54 @@ class Cluster:
         finally:
             stop.set()
             thread.join()
+
+    def put_raw(self, data: bytes, partition_key: str = "raw") -> str:
+        """Put one record exactly as given; returns its sequence number."""
+        out = self.kinesis.put_record(StreamName=self.stream, Data=data, PartitionKey=partition_key)
+        return str(out["SequenceNumber"])
+
+    # -- the archive, read with plain boto3 + gzip + json ----------------------------
+
+    def with_archive(self) -> None:
+        """Create the bucket and have workers run the lander into it."""
+        self.s3.create_bucket(Bucket=self.bucket)
+        self.extra_env.update(
+            {
+                "LANDER_ARCHIVE": f"s3://{self.bucket}/{self.prefix}",
+                "LANDER_PROCESSOR": "consumer.landing.lander:Lander",
+            }
+        )
+
+    def archive_keys(self) -> list[str]:
+        """Every object key in the archive bucket."""
+        keys: list[str] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
+            keys.extend(item["Key"] for item in page.get("Contents", []))
+        return keys
+
+    def archive_lines(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(landed lines, dead-letter lines), every object read and decompressed."""
+        landed: list[dict[str, Any]] = []
+        dead: list[dict[str, Any]] = []
+        for key in self.archive_keys():
+            body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            lines = [json.loads(line) for line in gzip.decompress(body).splitlines()]
+            (dead if "/dead-letter/" in key else landed).extend(lines)
+        return landed, dead
+
+    def archived_ids(self) -> Counter[str]:
+        """How often each produced id is in the archive."""
+        landed, _ = self.archive_lines()
+        return Counter(line["data"]["id"] for line in landed if isinstance(line["data"], dict))
+
+    def wait_all_archived(self, timeout: float = 60) -> Counter[str]:
+        """Wait until every produced id is in the archive."""
+
+        def done() -> Counter[str] | None:
+            ids = self.archived_ids()
+            return ids if all(ids[i] for i in self.produced) else None
+
+        return wait_until(done, timeout, "every produced record archived", step=0.5)  # type: ignore[no-any-return]
 
     def shard_ids(self) -> list[str]:
         """Every shard of the stream."""

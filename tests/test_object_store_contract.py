@@ -1,0 +1,116 @@
+"""One contract for the archive: memory, a local folder, and S3 on the emulator."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consumer.landing.files import FileObjectStore
+from consumer.landing.objects import ArchiveUri, MemoryObjectStore, ObjectStore, PutOutcome
+from consumer.landing.s3 import S3ObjectStore
+
+
+@pytest.fixture(params=["memory", "file", "s3"])
+async def store(
+    request: pytest.FixtureRequest, aws_clients: Any, tmp_path: Path
+) -> AsyncIterator[ObjectStore]:
+    """An empty archive on each backend."""
+    if request.param == "memory":
+        yield MemoryObjectStore()
+    elif request.param == "file":
+        yield FileObjectStore(tmp_path / "archive")
+    else:
+        bucket = f"archive-{uuid.uuid4().hex[:12]}"
+        await aws_clients.s3.create_bucket(Bucket=bucket)
+        # A small multipart threshold so the contract covers that path too.
+        yield S3ObjectStore(
+            aws_clients.s3, bucket, multipart_threshold=6 * 1024 * 1024, part_size=5 * 1024 * 1024
+        )
+
+
+async def test_create_then_replay_then_conflict(store: ObjectStore) -> None:
+    """First put creates; the same body again is a replay; another body is a conflict,
+    and the first body is kept."""
+    key = "p/stream=s/dt=2026-11-22/hour=06/minute=00/shard=a/1-2.jsonl.gz"
+    assert await store.put_if_absent(key, b"one", {"records": "1"}) is PutOutcome.CREATED
+    assert await store.put_if_absent(key, b"one", {"records": "1"}) is PutOutcome.REPLAYED
+    assert await store.put_if_absent(key, b"two", {"records": "1"}) is PutOutcome.CONFLICT
+    assert await store.get(key) == b"one"
+
+
+async def test_racing_puts_have_one_creator(store: ObjectStore) -> None:
+    """Ten concurrent puts of one key: one creates, the rest see replays or conflicts."""
+    bodies = [f"body-{i % 2}".encode() for i in range(10)]
+    outcomes = await asyncio.gather(*(store.put_if_absent("race/k", b, {}) for b in bodies))
+    assert outcomes.count(PutOutcome.CREATED) == 1
+    winner = await store.get("race/k")
+    for body, outcome in zip(bodies, outcomes, strict=True):
+        if outcome is not PutOutcome.CREATED:
+            expected = PutOutcome.REPLAYED if body == winner else PutOutcome.CONFLICT
+            assert outcome is expected
+
+
+async def test_list_by_prefix(store: ObjectStore) -> None:
+    """Listing returns exactly the keys under a folder prefix, sorted."""
+    for key in ("a/x/1", "a/x/2", "a/y/1", "b/x/1"):
+        await store.put_if_absent(key, key.encode(), {})
+    assert await store.list_keys("a/x/") == ["a/x/1", "a/x/2"]
+    assert await store.list_keys("a/") == ["a/x/1", "a/x/2", "a/y/1"]
+    assert await store.list_keys("c/") == []
+
+
+async def test_large_object_lands_whole(store: ObjectStore) -> None:
+    """An object above the multipart threshold lands whole, and conditionally."""
+    body = os.urandom(11 * 1024 * 1024)
+    assert await store.put_if_absent("big/k", body, {}) is PutOutcome.CREATED
+    assert await store.get("big/k") == body
+    assert await store.put_if_absent("big/k", body, {}) is PutOutcome.REPLAYED
+
+
+async def test_missing_key_is_a_key_error(store: ObjectStore) -> None:
+    """Reading a key that was never written raises KeyError."""
+    with pytest.raises(KeyError):
+        await store.get("nothing/here")
+
+
+async def test_s3_lists_past_one_page(aws_clients: Any) -> None:
+    """Listing follows continuation tokens past 1,000 keys."""
+    bucket = f"many-{uuid.uuid4().hex[:12]}"
+    await aws_clients.s3.create_bucket(Bucket=bucket)
+    store = S3ObjectStore(aws_clients.s3, bucket)
+    keys = [f"m/{i:05d}" for i in range(1005)]
+    semaphore = asyncio.Semaphore(20)
+
+    async def put(key: str) -> None:
+        async with semaphore:
+            await store.put_if_absent(key, b"x", {})
+
+    await asyncio.gather(*(put(k) for k in keys))
+    assert await store.list_keys("m/") == keys
+
+
+def test_file_store_leaves_no_temporary_files(tmp_path: Path) -> None:
+    """A refused put removes its temporary file; readers never see partial files."""
+
+    async def run() -> None:
+        files = FileObjectStore(tmp_path)
+        await files.put_if_absent("d/k", b"1", {})
+        await files.put_if_absent("d/k", b"2", {})
+        assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["k"]
+
+    asyncio.run(run())
+
+
+def test_archive_uris() -> None:
+    """Only s3://bucket[/prefix] and file:///absolute are archives."""
+    assert ArchiveUri.parse("s3://b/p/q/") == ArchiveUri("s3", "b", "p/q", "")
+    assert ArchiveUri.parse("file:///data/archive") == ArchiveUri("file", "", "", "/data/archive")
+    for bad in ("s3://", "file://relative", "http://x/y", "/data"):
+        with pytest.raises(ValueError, match="archive must be"):
+            ArchiveUri.parse(bad)
