@@ -7,7 +7,7 @@ set only ever holds one shard's ranges: seed 000 compared them across shards.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from consumer.sequence import Position
 
@@ -44,7 +44,7 @@ class RangeSet:
     def __len__(self) -> int:
         return len(self._starts)
 
-    def __iter__(self) -> object:
+    def __iter__(self) -> Iterator[tuple[Position, Position]]:
         return iter(zip(self._starts, self._ends, strict=True))
 
     @property
