@@ -143,8 +143,11 @@ def is_aggregated(data: bytes) -> bool:
     return len(data) > _MIN_AGGREGATE and data.startswith(MAGIC)
 
 
-def deaggregate(data: bytes) -> list[UserRecord]:
-    """Decode a KPL aggregate into its user records, in subsequence order.
+def deaggregate_fields(data: bytes) -> list[tuple[str, str | None, bytes]]:
+    """Decode a KPL aggregate into (partition key, explicit hash key, data) tuples.
+
+    The same checks as :func:`deaggregate`, without building a record object per
+    user record (the consumer's hot path builds its own).
 
     Raises :class:`KplError` if the digest does not match, the protobuf is truncated or
     malformed, a required field is missing, an index falls outside its key table, or a
@@ -193,13 +196,7 @@ def deaggregate(data: bytes) -> list[UserRecord]:
     pk_table = _decode_keys(partition_keys, "partition key")
     ehk_table = _decode_keys(hash_keys, "explicit hash key")
     n_pk, n_ehk = len(pk_table), len(ehk_table)
-    # A frozen dataclass's __init__ goes through object.__setattr__ per field, which
-    # costs a third of the decode; the slot descriptors store the same fields directly.
-    new = UserRecord.__new__
-    set_partition_key = _SET_PARTITION_KEY
-    set_hash_key = _SET_HASH_KEY
-    set_data = _SET_DATA
-    records: list[UserRecord] = []
+    fields: list[tuple[str, str | None, bytes]] = []
     for index, (pk_index, ehk_index, payload) in enumerate(entries):
         if pk_index >= n_pk:
             raise KplError(
@@ -215,10 +212,27 @@ def deaggregate(data: bytes) -> list[UserRecord]:
                     f"outside a table of {n_ehk}",
                 )
             hash_key = ehk_table[ehk_index]
+        fields.append((pk_table[pk_index], hash_key, payload))
+    return fields
+
+
+def deaggregate(data: bytes) -> list[UserRecord]:
+    """Decode a KPL aggregate into its user records, in subsequence order.
+
+    Raises :class:`KplError` if the digest does not match, the protobuf is truncated or
+    malformed, a required field is missing, an index falls outside its key table, or a
+    key is not UTF-8; never returns part of a bad aggregate. An aggregate that is valid
+    but holds no records decodes to an empty list.
+    """
+    # A frozen dataclass's __init__ goes through object.__setattr__ per field, which
+    # costs a third of the decode; the slot descriptors store the same fields directly.
+    new = UserRecord.__new__
+    records: list[UserRecord] = []
+    for partition_key, hash_key, payload in deaggregate_fields(data):
         record = new(UserRecord)
-        set_partition_key(record, pk_table[pk_index])
-        set_hash_key(record, hash_key)
-        set_data(record, payload)
+        _SET_PARTITION_KEY(record, partition_key)
+        _SET_HASH_KEY(record, hash_key)
+        _SET_DATA(record, payload)
         records.append(record)
     return records
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from consumer.kpl import KplError, deaggregate, is_aggregated
+from consumer.kpl import KplError, deaggregate_fields, is_aggregated
 from consumer.sequence import Position
 from consumer.stream import KinesisRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record:
     """One user record.
 
-    ``error`` is set when the Kinesis record looked like a KPL aggregate but could
-    not be unpacked (bad checksum, truncated, ...): ``data`` is then the whole raw
-    record, so a processor can dead-letter it instead of losing it or stalling.
+    Treat it as immutable: it is not frozen only because frozen dataclasses are slow
+    to build, and one is built per record. ``error`` is set when the Kinesis record
+    looked like a KPL aggregate but could not be unpacked (bad checksum, truncated,
+    ...): ``data`` is then the whole raw record, so a processor can dead-letter it
+    instead of losing it or stalling.
     """
 
     shard_id: str
@@ -38,19 +40,13 @@ def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
     if not is_aggregated(record.data):
         return [_whole(shard_id, record)]
     try:
-        unpacked = deaggregate(record.data)
+        unpacked = deaggregate_fields(record.data)
     except KplError as exc:
         return [_whole(shard_id, record, error=f"kpl_{exc.reason}: {exc}")]
+    sequence, arrival = record.sequence, record.arrival
     return [
-        Record(
-            shard_id,
-            Position(record.sequence, index),
-            user.partition_key,
-            user.data,
-            record.arrival,
-            user.explicit_hash_key,
-        )
-        for index, user in enumerate(unpacked)
+        Record(shard_id, Position(sequence, index), partition_key, data, arrival, hash_key)
+        for index, (partition_key, hash_key, data) in enumerate(unpacked)
     ]
 
 

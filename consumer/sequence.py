@@ -11,9 +11,8 @@ plain record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Self
+from typing import NamedTuple
 
 MAX_SEQUENCE_DIGITS = 128
 
@@ -25,9 +24,12 @@ def parse_sequence_number(text: str) -> int:
     return int(text)
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class Position:
-    """A user record's place in a shard, ordered as Kinesis orders them."""
+class Position(NamedTuple):
+    """A user record's place in a shard, ordered as Kinesis orders them.
+
+    A named tuple: it is built for every record on the hot path, and tuple order is
+    exactly (sequence, subsequence) order.
+    """
 
     sequence: int
     subsequence: int = 0
@@ -36,7 +38,7 @@ class Position:
         return f"{self.sequence}:{self.subsequence}"
 
     @classmethod
-    def of(cls, sequence: str, subsequence: int = 0) -> Self:
+    def of(cls, sequence: str, subsequence: int = 0) -> Position:
         """Build a position from the string form Kinesis and DynamoDB carry."""
         return cls(parse_sequence_number(sequence), subsequence)
 

@@ -27,7 +27,7 @@ class Shard:
     closed: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KinesisRecord:
     """One record as GetRecords returns it (possibly a KPL aggregate)."""
 

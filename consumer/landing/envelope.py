@@ -9,6 +9,7 @@ they span several lines.
 from __future__ import annotations
 
 import base64
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -51,9 +52,14 @@ class EventIdPointer:
             raise ValueError(f"JSON pointer must start with '/': {pointer!r}")
         self.pointer = pointer
         self.parts = [part.replace("~1", "/").replace("~0", "~") for part in pointer[1:].split("/")]
+        self._top = self.parts[0] if len(self.parts) == 1 else None
 
     def resolve(self, document: Any) -> str | None:
         """The id as a string, or None when the payload does not have it."""
+        if self._top is not None and isinstance(document, dict):
+            node = document.get(self._top)
+            if isinstance(node, str):
+                return node
         node = document
         for part in self.parts:
             if isinstance(node, dict):
@@ -86,6 +92,29 @@ class Encoder:
         self.stream = stream
         self.raw = payload_format == "raw"
         self.event_id = event_id
+        self._stream_json = orjson.dumps(stream)
+        self._heads: dict[str, bytes] = {}
+        self._last_second = -1
+        self._second_text = ""
+
+    def _head(self, shard_id: str) -> bytes:
+        head = self._heads.get(shard_id)
+        if head is None:
+            head = b'{"stream":%s,"shard_id":%s,"sequence_number":"' % (
+                self._stream_json,
+                orjson.dumps(shard_id),
+            )
+            self._heads[shard_id] = head
+        return head
+
+    def _arrival(self, when: datetime) -> bytes:
+        # Arrival times are milliseconds; the second they fall in changes rarely, so
+        # format it once per second and add the milliseconds.
+        second = math.floor(when.timestamp())
+        if second != self._last_second:
+            self._last_second = second
+            self._second_text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        return b"%s%03dZ" % (self._second_text.encode(), when.microsecond // 1000)
 
     def encode(self, record: Record) -> tuple[bytes, str | None] | DeadLetter:
         """The line for ``record`` and its event id, or a dead letter."""
@@ -104,16 +133,21 @@ class Encoder:
             payload = record.data
             if b"\n" in payload or b"\r" in payload:
                 payload = orjson.dumps(document)
+            else:
+                payload = payload.strip()
             if self.event_id is not None:
                 event_id = self.event_id.resolve(document)
-        head: dict[str, Any] = {
-            "stream": self.stream,
-            "shard_id": record.shard_id,
-            "sequence_number": record.sequence_number,
-            "subsequence_number": record.position.subsequence,
-            "partition_key": record.partition_key,
-            "arrival_ts": format_ts(record.arrival),
-        }
-        if self.event_id is not None:
-            head["event_id"] = event_id
-        return orjson.dumps(head)[:-1] + b',"data":' + payload.strip() + b"}\n", event_id
+        extra = b',"event_id":' + orjson.dumps(event_id) if self.event_id is not None else b""
+        line = (
+            b'%s%d","subsequence_number":%d,"partition_key":%s,"arrival_ts":"%s"%s,"data":%s}\n'
+            % (
+                self._head(record.shard_id),
+                record.position.sequence,
+                record.position.subsequence,
+                orjson.dumps(record.partition_key),
+                self._arrival(record.arrival),
+                extra,
+                payload,
+            )
+        )
+        return line, event_id

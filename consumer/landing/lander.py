@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -21,7 +20,7 @@ import structlog
 from consumer.aws import backoff
 from consumer.config import Settings
 from consumer.landing.archive import open_archive
-from consumer.landing.batcher import Batcher, LandedRun
+from consumer.landing.batcher import Batcher, LandedRun, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.keys import bound, dead_letter_key, object_key
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome
@@ -108,6 +107,7 @@ class Lander:
             self.settings.max_records_per_file,
             self.settings.max_bytes_per_file,
             self.settings.flush_seconds,
+            self.settings.gzip_level,
         )
         self.reconciler = Reconciler(self.store, self.prefix, self.settings.stream, init.shard_id)
         self._log = log.bind(shard_id=init.shard_id, worker_id=init.worker_id)
@@ -169,7 +169,10 @@ class Lander:
                 self.prefix, stream, self.shard_id, minute, first=position, last=position
             )
             await self._put(
-                key, _gzip(dead.line(stream)), {"reason": dead.reason[:200]}, checkpointer
+                key,
+                _gzip(dead.line(stream), self.settings.gzip_level),
+                {"reason": dead.reason[:200]},
+                checkpointer,
             )
             self.metrics.dead_letters.labels(self.shard_id).inc()
             self._log.warning(
@@ -240,6 +243,6 @@ class Lander:
         await self._flush(checkpointer)
 
 
-def _gzip(data: bytes) -> bytes:
-    compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+def _gzip(data: bytes, level: int) -> bytes:
+    compressor = gzip_stream(level)
     return compressor.compress(data) + compressor.flush()

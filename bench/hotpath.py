@@ -1,0 +1,142 @@
+"""The landing hot path, in records per CPU-second on one core, against a bare loop.
+
+Project path: KPL deaggregation (for aggregated input), the JSON envelope, and the
+streaming gzip of the batcher, exactly as the lander runs them. Baseline, in the same
+run on the same payloads: ``json.loads`` of each payload and gzip of the payload lines,
+the least any JSON-validating gzip lander must do. Both are timed with
+``time.process_time`` (CPU, one thread), best of several repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from consumer.kpl import aggregate
+from consumer.landing.batcher import GZIP_LEVEL, Batcher, gzip_stream
+from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
+from consumer.records import user_records
+from consumer.stream import KinesisRecord
+
+PAYLOAD_BYTES = 200
+T0 = datetime(2026, 11, 22, 6, 0, tzinfo=UTC)
+
+
+def payloads(count: int, seed: int = 7) -> list[bytes]:
+    """JSON payloads of about 200 bytes with an event id, like a typical event."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        doc = {
+            "event_id": f"{rng.getrandbits(64):016x}",
+            "user": rng.randrange(10**6),
+            "action": rng.choice(["view", "click", "buy", "share"]),
+            "amount": round(rng.random() * 100, 2),
+            "seq": i,
+        }
+        text = json.dumps(doc)
+        doc["pad"] = "x" * max(0, PAYLOAD_BYTES - len(text) - 10)
+        out.append(json.dumps(doc).encode())
+    return out
+
+
+def kinesis_records(data: list[bytes], per_aggregate: int) -> list[KinesisRecord]:
+    """The payloads as Kinesis records: plain (per_aggregate 1) or KPL aggregates."""
+    records = []
+    step = timedelta(milliseconds=2)
+    if per_aggregate == 1:
+        for i, payload in enumerate(data):
+            records.append(KinesisRecord(10**55 + i, f"pk{i % 97}", payload, T0 + i * step))
+        return records
+    for n, start in enumerate(range(0, len(data), per_aggregate)):
+        chunk = data[start : start + per_aggregate]
+        blob = aggregate([(f"pk{(start + j) % 97}", d) for j, d in enumerate(chunk)])
+        records.append(KinesisRecord(10**55 + n, "pk", blob, T0 + start * step))
+    return records
+
+
+def project_path(records: list[KinesisRecord]) -> int:
+    """Deaggregate, encode and batch (gzip) every record; returns user records landed."""
+    encoder = Encoder("bench", "json", EventIdPointer("/event_id"))
+    batcher = Batcher("shardId-000000000000", 10_000, 64 * 1024 * 1024, flush_seconds=60.0)
+    landed = 0
+    for kinesis_record in records:
+        for record in user_records("shardId-000000000000", kinesis_record):
+            encoded = encoder.encode(record)
+            if isinstance(encoded, DeadLetter):
+                raise RuntimeError(encoded.reason)  # noqa: TRY004
+            closed = batcher.add(record, encoded[0], 0.0)
+            if closed is not None:
+                landed += closed.lines
+    closed = batcher.close()
+    return landed + (closed.lines if closed is not None else 0)
+
+
+def bare_loop(data: list[bytes]) -> int:
+    """json.loads each payload, gzip the lines: the baseline."""
+    gzip = gzip_stream(GZIP_LEVEL)
+    chunks = []
+    for payload in data:
+        json.loads(payload)
+        chunks.append(gzip.compress(payload + b"\n"))
+    chunks.append(gzip.flush())
+    return len(data)
+
+
+def _best_rate(run: Callable[[], int], repeats: int) -> float:
+    best = float("inf")
+    count = 0
+    for _ in range(repeats):
+        began = time.process_time()
+        count = run()
+        best = min(best, time.process_time() - began)
+    return count / best
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """Measure both paths on plain and on aggregated input."""
+    count = 20_000 if quick else 200_000
+    repeats = 3 if quick else 5
+    data = payloads(count)
+    bare = _best_rate(lambda: bare_loop(data), repeats)
+    results: dict[str, Any] = {
+        "records": count,
+        "payload_bytes": sum(map(len, data)) // count,
+        "gzip_level": GZIP_LEVEL,
+        "bare_records_per_cpu_second": round(bare),
+        "target_records_per_cpu_second": 150_000,
+        "variants": {},
+    }
+    for name, per_aggregate in (("plain", 1), ("kpl_100", 100)):
+        records = kinesis_records(data, per_aggregate)
+        rate = _best_rate(lambda records=records: project_path(records), repeats)  # type: ignore[misc]
+        results["variants"][name] = {
+            "records_per_cpu_second": round(rate),
+            "ratio_to_bare": round(rate / bare, 3),
+            "meets_target": rate >= 150_000,
+        }
+    return results
+
+
+def render(result: dict[str, Any]) -> str:
+    """A readable table."""
+    lines = [
+        f"landing hot path, {result['records']} records of ~{result['payload_bytes']} B, "
+        f"gzip level {result['gzip_level']}, CPU time, best of repeats",
+        f"  bare json.loads + gzip : {result['bare_records_per_cpu_second']:>9,} rec/s",
+    ]
+    for name, variant in result["variants"].items():
+        lines.append(
+            f"  lander ({name:7})      : {variant['records_per_cpu_second']:>9,} rec/s   "
+            f"ratio {variant['ratio_to_bare']:.2f}   target 150,000: "
+            f"{'met' if variant['meets_target'] else 'MISSED'}"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render(run()))
