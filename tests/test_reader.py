@@ -138,3 +138,18 @@ async def test_stop_interrupts_an_idle_wait() -> None:
     started = time.monotonic()
     await asyncio.wait_for(consume(), timeout=5)
     assert time.monotonic() - started < 5
+
+
+async def test_at_timestamp_starts_at_the_first_record_arriving_then() -> None:
+    """An AT_TIMESTAMP start skips records that arrived earlier."""
+    from datetime import UTC, datetime, timedelta
+
+    stream = MemoryStream(1)
+    t0 = datetime(2026, 11, 22, 6, 0, tzinfo=UTC)
+    sequences = [
+        stream.put(f"{i}".encode(), "k", arrival=t0 + timedelta(minutes=i))[1] for i in range(5)
+    ]
+    reader = ShardReader(
+        stream, SHARD, Sentinel.AT_TIMESTAMP, timestamp=t0 + timedelta(minutes=2), idle_seconds=0.2
+    )
+    assert _positions(await _drain(reader)) == [Position(s) for s in sequences[2:]]
