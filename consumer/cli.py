@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 from collections.abc import Sequence
@@ -86,6 +87,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _run(settings: Settings) -> int:
+    # Signals first: a SIGTERM during start-up still ends in a clean exit.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
     from consumer.aws import Clients
     from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
@@ -106,11 +113,31 @@ async def _run(settings: Settings) -> int:
             KinesisStream(clients.kinesis, settings.stream),
             factory,
         )
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, worker.request_stop)
-        await worker.run()
+        _tune_gc()
+        stopper = asyncio.create_task(_stop_when(stop, worker))
+        try:
+            await worker.run()
+        finally:
+            stopper.cancel()
     return 0
+
+
+async def _stop_when(stop: asyncio.Event, worker: Any) -> None:
+    await stop.wait()
+    worker.request_stop()
+
+
+def _tune_gc() -> None:
+    """Fewer, cheaper garbage collections on the record path.
+
+    Every record makes a few short-lived objects; with the default gen-0 threshold
+    (700) full collections run every few thousand records and walk every long-lived
+    object, stalling the event loop for 100 ms and more. Freezing what start-up made
+    takes it out of those walks, and a larger threshold makes collections rarer.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,7 +25,8 @@ from consumer.processor import (
     ProcessRecordsInput,
     RecordProcessor,
 )
-from consumer.reader import ShardReader
+from consumer.reader import Batch, ShardReader
+from consumer.sequence import Position
 from consumer.stream import StreamClient
 
 log = structlog.get_logger("consumer.shard")
@@ -79,7 +80,10 @@ class ShardConsumer:
             idle_seconds=idle_seconds,
             stopping=self.stopping,
         )
-        self.checkpointer = Checkpointer(coordinator, shard_id, lambda: self.reader.last)
+        start = coordinator.lease(shard_id).checkpoint
+        self.delivered: Position | None = start if isinstance(start, Position) else None
+        """The last position handed to the processor (the reader may be further on)."""
+        self.checkpointer = Checkpointer(coordinator, shard_id, lambda: self.delivered)
         self.records_delivered = 0
         self._log = log.bind(shard_id=shard_id, worker_id=coordinator.worker_id)
 
@@ -103,26 +107,52 @@ class ShardConsumer:
         )
         self.state = State.PROCESSING
         self._log.info("shard processing", checkpoint=str(lease.checkpoint))
-        async for batch in self.reader.batches():
-            # Prove the lease is still ours before anyone acts on these records:
-            # after a pause this renews first, and raises if another worker took over.
-            await self.coordinator.ensure_valid(self.shard_id)
-            await self.processor.process_records(
-                ProcessRecordsInput(batch.records, self.checkpointer, batch.millis_behind)
-            )
-            self.records_delivered += len(batch.records)
-            if batch.shard_end:
-                self.state = State.SHARD_ENDED
-                await self.processor.shard_ended(self.checkpointer)
-                await self.checkpointer.mark_shard_end()
-                self._log.info("shard ended", records=self.records_delivered)
-                self.state = State.DONE
-                return Outcome.ENDED
+        # The reader runs one page ahead, so the next GetRecords is in flight while the
+        # processor works and checkpoints (KCL's prefetching, one page deep).
+        pages: asyncio.Queue[Batch | BaseException | None] = asyncio.Queue(maxsize=1)
+        fetcher = asyncio.create_task(self._fetch(pages))
+        try:
+            while (batch := await pages.get()) is not None:
+                if isinstance(batch, BaseException):
+                    raise batch
+                # Prove the lease is still ours before anyone acts on these records:
+                # after a pause this renews first, and raises if another worker took over.
+                await self.coordinator.ensure_valid(self.shard_id)
+                if batch.records:
+                    self.delivered = batch.records[-1].position
+                await self.processor.process_records(
+                    ProcessRecordsInput(batch.records, self.checkpointer, batch.millis_behind)
+                )
+                self.records_delivered += len(batch.records)
+                if batch.shard_end:
+                    self.state = State.SHARD_ENDED
+                    await self.processor.shard_ended(self.checkpointer)
+                    await self.checkpointer.mark_shard_end()
+                    self._log.info("shard ended", records=self.records_delivered)
+                    self.state = State.DONE
+                    return Outcome.ENDED
+                if self.stopping.is_set():
+                    break
+        finally:
+            fetcher.cancel()
+            await asyncio.gather(fetcher, return_exceptions=True)
         self.state = State.STOPPING
         await self.coordinator.ensure_valid(self.shard_id)
         await self.processor.shutdown_requested(self.checkpointer)
         self.state = State.DONE
         return Outcome.STOPPED
+
+    async def _fetch(self, pages: asyncio.Queue[Batch | BaseException | None]) -> None:
+        try:
+            async for batch in self.reader.batches():
+                await pages.put(batch)
+                if batch.shard_end:
+                    return
+            await pages.put(None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await pages.put(exc)
 
     async def lose(self) -> None:
         """Tell the processor the lease is gone (once); nothing is checkpointed."""

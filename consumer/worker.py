@@ -141,7 +141,7 @@ class Worker:
         if name == "lease":
             await self._synced.wait()
             # De-synchronise workers started together (see plan_acquisitions).
-            await asyncio.sleep(random.uniform(0, self.settings.lease_scan_seconds))
+            await asyncio.sleep(random.uniform(0, min(0.25, self.settings.lease_scan_seconds)))
         while True:
             try:
                 await one_pass()
@@ -151,7 +151,13 @@ class Worker:
 
     def _scan_delay(self) -> float:
         # Jitter keeps workers started together from scanning in lockstep.
-        return self.settings.lease_scan_seconds * random.uniform(0.8, 1.2)
+        delay = self.settings.lease_scan_seconds * random.uniform(0.8, 1.2)
+        expiry = self.coordinator.next_expiry()
+        if expiry is not None:
+            # A lease whose owner stopped renewing expires before the next scan: scan
+            # right then, so takeover is failover + a few ms, not + a scan interval.
+            delay = min(delay, max(0.01, expiry - self.coordinator.clock() + 0.01))
+        return delay
 
     def _renew_delay(self) -> float:
         return self.settings.renew_interval

@@ -78,6 +78,7 @@ class LeaseCoordinator:
         self.held: dict[str, HeldLease] = {}
         self.seen: dict[str, Seen] = {}
         self.listed_shards: set[str] | None = None
+        self._owned_elsewhere: list[str] = []
         # A lease is revalidated before use once its last write is this old.
         self.stale_after = min(1.5 * renew_interval, 0.5 * failover)
         self._log = log.bind(worker_id=worker_id)
@@ -93,7 +94,18 @@ class LeaseCoordinator:
             await self.store.ensure_table()
             leases = []
         self.seen = observe(self.seen, leases, self.clock())
+        self._owned_elsewhere = [
+            lease.key
+            for lease in leases
+            if lease.owner not in (None, self.worker_id) and not lease.finished
+        ]
         return leases
+
+    def next_expiry(self) -> float | None:
+        """When (on this worker's clock) the first lease owned elsewhere would expire,
+        if its counter stays still: the worker scans then, not a scan interval later."""
+        times = [self.seen[key].since + self.failover for key in self._owned_elsewhere]
+        return min(times) if times else None
 
     async def lease_pass(self) -> PassResult:
         """One pass: scan, notice hand-off requests, take and steal as planned."""
