@@ -23,22 +23,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
-
-from consumer.emulators import LocalStack
+from bench.local_aws import boto3_client, create_stream, local_aws
 
 REPO = Path(__file__).resolve().parents[1]
 FLUSH_SECONDS = 5
-
-
-def _client(env: dict[str, str], service: str) -> Any:
-    return boto3.client(
-        service,
-        region_name=env["AWS_REGION"],
-        endpoint_url=env[f"AWS_ENDPOINT_URL_{service.upper()}"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-    )
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -63,7 +51,7 @@ def _bare_reader(
     out: dict[str, float],
     stop: threading.Event,
 ) -> None:
-    kinesis = _client(env, "kinesis")
+    kinesis = boto3_client(env, "kinesis")
     iterators = {
         shard["ShardId"]: kinesis.get_shard_iterator(
             StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
@@ -84,25 +72,16 @@ def run(quick: bool = False) -> dict[str, Any]:
     """Produce for a while, watch the bucket, and report both latency distributions."""
     seconds = 20 if quick else 60
     rate = 50
-    with LocalStack() as stack:
-        env = stack.env()
-        kinesis, s3 = _client(env, "kinesis"), _client(env, "s3")
+    with local_aws() as aws, tempfile.TemporaryFile() as log:
+        env = aws.env
+        kinesis, s3 = boto3_client(env, "kinesis"), boto3_client(env, "s3")
         stream, bucket = f"lat-{uuid.uuid4().hex[:8]}", f"lat-{uuid.uuid4().hex[:8]}"
-        kinesis.create_stream(StreamName=stream, ShardCount=2)
-        while (
-            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"][
-                "StreamStatus"
-            ]
-            != "ACTIVE"
-        ):
-            time.sleep(0.05)
+        create_stream(kinesis, stream, 2)
         s3.create_bucket(Bucket=bucket)
-        log = (Path(tempfile.gettempdir()) / f"{stream}-worker.log").open("wb")
         worker = subprocess.Popen(
             [sys.executable, "-m", "consumer.cli", "run"],
             env={
                 **os.environ,
-                **env,
                 "PYTHONPATH": str(REPO),
                 "LANDER_STREAM": stream,
                 "LANDER_LEASE_TABLE": f"{stream}-leases",

@@ -1,0 +1,624 @@
+"""Drain: one in-process worker over a pre-filled 4-shard stream, against a bare loop.
+
+Both sides read the same kinesalite stream from TRIM_HORIZON in the same run, and
+alternate (bare, worker, worker with a faster lease scan, bare, ...) so that drift in
+the emulator or the machine hits both alike.
+
+* **bare**: one aiobotocore Kinesis client (the worker's client configuration); per
+  shard GetShardIterator(TRIM_HORIZON), then GetRecords(Limit=10000) at most every
+  0.2 s (the 5 calls/s/shard rule the worker also obeys) until the shard's records are
+  all read; every shard at once.
+* **worker**: ``consumer.worker.Worker`` on a fresh lease table with a counting
+  processor that checkpoints once per batch, as a real one would. Timed from ``run()``
+  to the moment the processor has counted every record; start-up (table, shard sync,
+  first lease pass, first GetRecords) is included, and also reported on its own as
+  time to first record.
+
+The ratio is the median worker rate over the median bare rate (target: >= 0.9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import gc
+import itertools
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aiobotocore.session import get_session
+
+from bench.local_aws import LOOPBACK, LocalAws, boto3_client, create_stream, shard_hash_keys
+from bench.report import RESULTS, fmt, heading, median, progress, table
+from consumer.aws import Clients, client_config, region
+from consumer.config import load_settings
+from consumer.kinesis import KinesisStream
+from consumer.leases.dynamo import DynamoLeaseStore
+from consumer.processor import Checkpointer, InitializationInput, ProcessRecordsInput
+from consumer.reader import MIN_CALL_INTERVAL
+from consumer.stream import RecordsPage, Shard, StartAt
+from consumer.worker import Worker, tune_gc
+
+TARGET_RATIO = 0.9
+PUT_BATCH = 500
+
+
+DEFAULT_GC = gc.get_threshold()
+
+
+@dataclass(frozen=True)
+class DrainConfig:
+    """What to measure."""
+
+    records_per_shard: int = 20_000
+    shards: int = 4
+    rounds: int = 3
+    payload_bytes: int = 200
+    putters: int = 8
+    fast_scan_seconds: float = 0.25
+    timeout_seconds: float = 600.0
+    profile: bool = False
+    """cProfile each worker run; stats to bench/results/<name>.prof, top lines printed."""
+
+
+@dataclass(frozen=True)
+class CallStats:
+    """How GetRecords calls were spread over the run."""
+
+    calls: int
+    """GetRecords calls that returned records."""
+    mean_in_flight: float
+    """Average number of GetRecords calls outstanding (4 = every shard always waiting)."""
+    mean_gap_seconds: float
+    """Average time, per shard, from one call's response to the next call."""
+
+
+@dataclass
+class Run:
+    """One side's timing of one drain."""
+
+    side: str
+    round: int
+    records: int
+    seconds: float
+    first_record_seconds: float
+    get_records: CallStats
+    stop_seconds: float | None = None
+    checkpoints: int | None = None
+    checkpoint_seconds: float | None = None
+    lease_scan_seconds: float | None = None
+    duplicates: int = 0
+    cpu_seconds: float = 0.0
+    """CPU time of this (the bench) process during the run, start-up and stop included."""
+    emulator_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    load_average: float = 0.0
+    """The machine's 1-minute load average when the run began (other work on it)."""
+
+    @property
+    def rate(self) -> float:
+        """Records per second from start to the last record."""
+        return self.records / self.seconds
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        """Microseconds of this process's CPU per record."""
+        return self.cpu_seconds / self.records * 1e6
+
+    @property
+    def steady_rate(self) -> float:
+        """Records per second from the first record to the last (start-up excluded)."""
+        return self.records / max(self.seconds - self.first_record_seconds, 1e-9)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run with its derived rates."""
+        return {
+            **asdict(self),
+            "rate": self.rate,
+            "steady_rate": self.steady_rate,
+            "cpu_us_per_record": self.cpu_us_per_record,
+            "kinesalite_cpu_us_per_record": self.emulator_cpu_seconds.get("kinesalite", 0.0)
+            / self.records
+            * 1e6,
+        }
+
+
+@dataclass
+class CallLog:
+    """When each GetRecords call that returned records started and ended, by shard.
+
+    Empty pages are left out: once a shard is drained the worker polls it about once a
+    second until the others are done, and those idle polls say nothing about throughput.
+    """
+
+    calls: list[tuple[str, float, float]] = field(default_factory=list)
+
+    def add(self, shard: str, started: float) -> None:
+        """Note a call on ``shard`` that started at ``started`` and has just returned."""
+        self.calls.append((shard, started, time.perf_counter()))
+
+    def stats(self, until: float | None = None) -> CallStats:
+        """Concurrency and per-shard gaps of the calls started before ``until``."""
+        calls = [c for c in self.calls if until is None or c[1] < until]
+        if not calls:
+            return CallStats(0, 0.0, 0.0)
+        span = max(end for _, _, end in calls) - min(start for _, start, _ in calls)
+        busy = sum(end - start for _, start, end in calls)
+        gaps: list[float] = []
+        by_shard: dict[str, list[tuple[float, float]]] = {}
+        for shard, start, end in calls:
+            by_shard.setdefault(shard, []).append((start, end))
+        for spans in by_shard.values():
+            spans.sort()
+            gaps.extend(b[0] - a[1] for a, b in itertools.pairwise(spans))
+        return CallStats(
+            calls=len(calls),
+            mean_in_flight=busy / span if span > 0 else 0.0,
+            mean_gap_seconds=statistics.fmean(gaps) if gaps else 0.0,
+        )
+
+
+class TimedStream:
+    """The worker's KinesisStream, noting each GetRecords call in a :class:`CallLog`.
+
+    Shards are told apart by iterator: each page's next iterator belongs to the shard
+    of the iterator that fetched it.
+    """
+
+    def __init__(self, inner: KinesisStream, log: CallLog) -> None:
+        self.inner = inner
+        self.log = log
+        self._shard_of: dict[str, str] = {}
+
+    async def list_shards(self) -> list[Shard]:
+        """Delegate."""
+        return await self.inner.list_shards()
+
+    async def get_iterator(self, shard_id: str, start: StartAt) -> str:
+        """Delegate, remembering the iterator's shard."""
+        iterator = await self.inner.get_iterator(shard_id, start)
+        self._shard_of[iterator] = shard_id
+        return iterator
+
+    async def get_records(self, iterator: str, limit: int) -> RecordsPage:
+        """Delegate, timing the call."""
+        shard = self._shard_of.pop(iterator, "?")
+        started = time.perf_counter()
+        page = await self.inner.get_records(iterator, limit)
+        if page.records:
+            self.log.add(shard, started)
+        if page.next_iterator is not None:
+            self._shard_of[page.next_iterator] = shard
+        return page
+
+
+# -- filling the stream ----------------------------------------------------------------
+
+
+def _payload(shard: int, n: int, size: int) -> bytes:
+    body = {"id": f"{shard}-{n}", "shard": shard, "n": n, "source": "bench-drain", "pad": ""}
+    pad = size - len(json.dumps(body, separators=(",", ":")))
+    body["pad"] = "x" * max(pad, 0)
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def fill(stream: str, hash_keys: Sequence[str], config: DrainConfig) -> float:
+    """Put ``records_per_shard`` records on every shard; returns the seconds it took.
+
+    PutRecords with 500 entries, each call spread over every shard, from several
+    concurrent putters (kinesalite takes about 5k records/s); failed entries are retried.
+    """
+    total = config.records_per_shard * len(hash_keys)
+    queue: asyncio.Queue[list[dict[str, Any]]] = asyncio.Queue()
+    for start in range(0, total, PUT_BATCH):
+        entries = []
+        for i in range(start, min(start + PUT_BATCH, total)):
+            shard = i % len(hash_keys)
+            entries.append(
+                {
+                    "Data": _payload(shard, i // len(hash_keys), config.payload_bytes),
+                    "PartitionKey": f"pk-{i}",
+                    "ExplicitHashKey": hash_keys[shard],
+                }
+            )
+        queue.put_nowait(entries)
+
+    async def putter(client: Any) -> None:
+        while not queue.empty():
+            entries = queue.get_nowait()
+            while entries:
+                result = await client.put_records(StreamName=stream, Records=entries)
+                entries = [
+                    entry
+                    for entry, out in zip(entries, result["Records"], strict=True)
+                    if "ErrorCode" in out
+                ]
+
+    began = time.perf_counter()
+    session = get_session()
+    async with session.create_client(
+        "kinesis", region_name=region(), config=client_config(config.putters)
+    ) as client:
+        await asyncio.gather(*(putter(client) for _ in range(config.putters)))
+    return time.perf_counter() - began
+
+
+# -- the baseline ------------------------------------------------------------------------
+
+
+async def bare_drain(stream: str, expected: dict[str, int], round_: int) -> Run:
+    """Read every shard to its expected count with nothing but GetRecords."""
+    session = get_session()
+    log = CallLog()
+    first: list[float] = []
+    async with session.create_client(
+        "kinesis", region_name=region(), config=client_config()
+    ) as client:
+
+        async def one_shard(shard_id: str, want: int) -> tuple[float, int]:
+            response = await client.get_shard_iterator(
+                StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
+            )
+            iterator: str | None = response["ShardIterator"]
+            got = 0
+            empty = 0
+            last_call = -MIN_CALL_INTERVAL
+            while got < want and iterator is not None:
+                wait = last_call + MIN_CALL_INTERVAL - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                last_call = time.perf_counter()
+                page = await client.get_records(ShardIterator=iterator, Limit=10_000)
+                count = len(page["Records"])
+                if count:
+                    log.add(shard_id, last_call)
+                if count and not first:
+                    first.append(time.perf_counter())
+                got += count
+                empty = 0 if count else empty + 1
+                if empty > 50:
+                    raise RuntimeError(f"{shard_id}: {got} of {want} records, then nothing")
+                iterator = page.get("NextShardIterator")
+            return time.perf_counter(), got
+
+        began = time.perf_counter()
+        results = await asyncio.gather(*(one_shard(s, n) for s, n in expected.items()))
+    end = max(t for t, _ in results)
+    records = sum(n for _, n in results)
+    return Run(
+        side="bare",
+        round=round_,
+        records=records,
+        seconds=end - began,
+        first_record_seconds=first[0] - began,
+        get_records=log.stats(),
+    )
+
+
+# -- the worker --------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What every counting processor of one worker run has seen."""
+
+    expected: int
+    began: float = 0.0
+    count: int = 0
+    first_at: float | None = None
+    last_at: float | None = None
+    batches: int = 0
+    checkpoints: int = 0
+    checkpoint_seconds: float = 0.0
+    by_shard: Counter[str] = field(default_factory=Counter)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class CountingProcessor:
+    """Counts records, checkpoints once per non-empty batch (as a real processor would)."""
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        self.shard_id = "?"
+
+    async def initialize(self, init: InitializationInput) -> None:
+        """Remember the shard."""
+        self.shard_id = init.shard_id
+
+    async def process_records(self, batch: ProcessRecordsInput) -> None:
+        """Count, then checkpoint the batch."""
+        if not batch.records:
+            return
+        tally = self.tally
+        now = time.perf_counter()
+        if tally.first_at is None:
+            tally.first_at = now
+        tally.count += len(batch.records)
+        tally.batches += 1
+        tally.by_shard[self.shard_id] += len(batch.records)
+        if tally.count >= tally.expected and not tally.done.is_set():
+            tally.last_at = now
+            tally.done.set()
+        await batch.checkpointer.checkpoint()
+        tally.checkpoints += 1
+        tally.checkpoint_seconds += time.perf_counter() - now
+
+    async def lease_lost(self) -> None:
+        """Nothing buffered."""
+
+    async def shard_ended(self, checkpointer: Checkpointer) -> None:
+        """Nothing buffered."""
+
+    async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
+        """Everything counted is checkpointed already."""
+        await checkpointer.checkpoint()
+
+
+async def worker_drain(
+    stream: str,
+    expected: dict[str, int],
+    round_: int,
+    lease_scan_seconds: float | None,
+    limit_seconds: float,
+) -> Run:
+    """Run one in-process worker on a fresh lease table until it has counted everything."""
+    run_id = uuid.uuid4().hex[:8]
+    overrides: dict[str, Any] = {
+        "stream": stream,
+        "lease_table": f"bench-drain-{run_id}",
+        "worker_id": f"bench-drain-{run_id}",
+    }
+    if lease_scan_seconds is not None:
+        overrides["lease_scan_seconds"] = lease_scan_seconds
+    settings = load_settings(**overrides)
+    tally = Tally(expected=sum(expected.values()))
+    log = CallLog()
+    async with Clients() as clients:
+        worker = Worker(
+            settings,
+            DynamoLeaseStore(clients.dynamodb, settings.lease_table),
+            TimedStream(KinesisStream(clients.kinesis, stream), log),
+            lambda: CountingProcessor(tally),
+        )
+        # As `lander run` does; undone after this run so the bare side keeps Python's
+        # defaults.
+        tune_gc()
+        tally.began = time.perf_counter()
+        running = asyncio.create_task(worker.run())
+        counted = asyncio.create_task(tally.done.wait())
+        await asyncio.wait([running, counted], timeout=limit_seconds, return_when="FIRST_COMPLETED")
+        if not counted.done():
+            counted.cancel()
+            worker.request_stop()
+            await asyncio.gather(running, return_exceptions=True)
+            raise RuntimeError(
+                f"worker counted {tally.count} of {tally.expected} records "
+                f"({dict(tally.by_shard)}); run task done: {running.done()}"
+            )
+        stop_began = time.perf_counter()
+        worker.request_stop()
+        await running
+        stop_seconds = time.perf_counter() - stop_began
+    gc.unfreeze()
+    gc.set_threshold(*DEFAULT_GC)
+    if tally.first_at is None or tally.last_at is None:
+        raise RuntimeError("the worker finished without counting a record")
+    return Run(
+        side="worker" if lease_scan_seconds is None else f"worker scan={lease_scan_seconds:g}s",
+        round=round_,
+        records=tally.count,
+        seconds=tally.last_at - tally.began,
+        first_record_seconds=tally.first_at - tally.began,
+        get_records=log.stats(until=tally.last_at),
+        stop_seconds=stop_seconds,
+        checkpoints=tally.checkpoints,
+        checkpoint_seconds=tally.checkpoint_seconds,
+        lease_scan_seconds=settings.lease_scan_seconds,
+        duplicates=sum(max(0, tally.by_shard[s] - n) for s, n in expected.items()),
+    )
+
+
+async def profiled(side: Awaitable[Run], name: str) -> Run:
+    """Run one side under cProfile, save the stats and print where the time went."""
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        run = await side
+    finally:
+        profile.disable()
+    run.load_average = os.getloadavg()[0]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.prof"
+    profile.dump_stats(path)
+    heading(f"profile of {name} (cProfile; {path.name})")
+    stats = pstats.Stats(profile, stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(25)
+    return run
+
+
+# -- the benchmark ---------------------------------------------------------------------
+
+
+def summarise(runs: list[Run]) -> dict[str, Any]:
+    """Medians per side and the ratios to the bare median."""
+    sides: dict[str, list[Run]] = {}
+    for run in runs:
+        sides.setdefault(run.side, []).append(run)
+    bare = sides["bare"]
+    bare_rate = median([r.rate for r in bare])
+    bare_steady = median([r.steady_rate for r in bare])
+    summary: dict[str, Any] = {}
+    for side, side_runs in sides.items():
+        rate = median([r.rate for r in side_runs])
+        steady = median([r.steady_rate for r in side_runs])
+        summary[side] = {
+            "runs": len(side_runs),
+            "median_rate": rate,
+            "median_steady_rate": steady,
+            "median_seconds": median([r.seconds for r in side_runs]),
+            "median_first_record_seconds": median([r.first_record_seconds for r in side_runs]),
+            "median_cpu_us_per_record": median([r.cpu_us_per_record for r in side_runs]),
+            "median_get_records_in_flight": median(
+                [r.get_records.mean_in_flight for r in side_runs]
+            ),
+            "median_gap_seconds": median([r.get_records.mean_gap_seconds for r in side_runs]),
+            "ratio_to_bare": rate / bare_rate,
+            "steady_ratio_to_bare": steady / bare_steady,
+            "target_met": side == "bare" or rate / bare_rate >= TARGET_RATIO,
+        }
+    return summary
+
+
+async def measured(aws: LocalAws, side: Awaitable[Run]) -> Run:
+    """Run one side, adding the CPU this process and each emulator used meanwhile."""
+    load = os.getloadavg()[0]
+    cpu, emulators = time.process_time(), aws.cpu_seconds()
+    run = await side
+    run.load_average = load
+    run.cpu_seconds = time.process_time() - cpu
+    run.emulator_cpu_seconds = {
+        name: used - emulators[name] for name, used in aws.cpu_seconds().items()
+    }
+    return run
+
+
+async def run_drain(aws: LocalAws, config: DrainConfig) -> dict[str, Any]:
+    """Fill a stream, then alternate bare and worker drains; print and return results."""
+    kinesis = boto3_client(aws.env, "kinesis")
+    stream = f"bench-drain-{uuid.uuid4().hex[:8]}"
+    if LOOPBACK not in kinesis.meta.endpoint_url:
+        raise RuntimeError(f"refusing to fill {kinesis.meta.endpoint_url}: not loopback")
+    create_stream(kinesis, stream, config.shards)
+    hash_keys = shard_hash_keys(kinesis, stream)
+    total = config.records_per_shard * config.shards
+    progress(f"drain: filling {stream} with {total:,} records ({config.shards} shards)")
+    fill_seconds = await fill(stream, list(hash_keys.values()), config)
+    progress(f"drain: filled in {fill_seconds:.1f} s ({total / fill_seconds:,.0f} records/s)")
+    expected = dict.fromkeys(hash_keys, config.records_per_shard)
+
+    runs: list[Run] = []
+    for round_ in range(1, config.rounds + 1):
+        # Bare, then the worker with the product's default lease scan, then a faster scan.
+        for side in ("bare", "worker", "worker-fast-scan"):
+            if side == "bare":
+                run = await measured(aws, bare_drain(stream, expected, round_))
+            else:
+                scan = config.fast_scan_seconds if side == "worker-fast-scan" else None
+                worker = worker_drain(stream, expected, round_, scan, config.timeout_seconds)
+                if config.profile:
+                    run = await profiled(worker, f"drain-{side}-{round_}")
+                else:
+                    run = await measured(aws, worker)
+            runs.append(run)
+            progress(
+                f"drain round {round_} {run.side}: {run.records:,} records in "
+                f"{run.seconds:.2f} s = {run.rate:,.0f}/s (first record after "
+                f"{run.first_record_seconds:.2f} s)"
+            )
+    summary = summarise(runs)
+    result = {
+        "benchmark": "drain",
+        "config": asdict(config),
+        "stream": stream,
+        "fill_seconds": fill_seconds,
+        "fill_rate": total / fill_seconds,
+        "runs": [run.as_dict() for run in runs],
+        "summary": summary,
+        "target_ratio": TARGET_RATIO,
+    }
+    print_drain(result)
+    return result
+
+
+def print_drain(result: dict[str, Any]) -> None:
+    """The drain tables."""
+    config = result["config"]
+    heading(
+        f"drain: {config['shards']} shards x {config['records_per_shard']:,} records "
+        f"(~{config['payload_bytes']} B), {config['rounds']} rounds alternating"
+    )
+    print(
+        f"fill: {result['fill_seconds']:.1f} s, {result['fill_rate']:,.0f} records/s "
+        f"({config['putters']} putters, PutRecords x{PUT_BATCH})"
+    )
+    rows = [
+        [
+            run["round"],
+            run["side"],
+            run["records"],
+            run["seconds"],
+            run["rate"],
+            run["first_record_seconds"],
+            run["steady_rate"],
+            run["get_records"]["mean_in_flight"],
+            run["get_records"]["mean_gap_seconds"],
+            run["cpu_us_per_record"],
+            run["kinesalite_cpu_us_per_record"],
+            run["load_average"],
+        ]
+        for run in result["runs"]
+    ]
+    print(
+        table(
+            [
+                "round",
+                "side",
+                "records",
+                "seconds",
+                "records/s",
+                "first rec s",
+                "steady rec/s",
+                "in flight",
+                "gap s",
+                "py us/rec",
+                "kinesalite us/rec",
+                "load",
+            ],
+            rows,
+        )
+    )
+    print()
+    rows = [
+        [
+            side,
+            values["median_rate"],
+            values["ratio_to_bare"],
+            values["median_first_record_seconds"],
+            values["median_steady_rate"],
+            values["steady_ratio_to_bare"],
+            values["median_get_records_in_flight"],
+            values["median_gap_seconds"],
+            "-" if side == "bare" else fmt(values["target_met"]),
+        ]
+        for side, values in result["summary"].items()
+    ]
+    print(
+        table(
+            [
+                "side (median)",
+                "records/s",
+                "x bare",
+                "first rec s",
+                "steady rec/s",
+                "steady x bare",
+                "in flight",
+                "gap s",
+                f">= {result['target_ratio']}",
+            ],
+            rows,
+        )
+    )
+    print(
+        "records/s: start to last record; steady: first record to last record; "
+        "first rec s: start-up cost; in flight: mean GetRecords calls outstanding; gap s: "
+        "mean time per shard from a GetRecords response to the next call; us/rec: CPU of this "
+        "process and of kinesalite per record; load: 1-min load average at the start."
+    )
