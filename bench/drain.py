@@ -421,7 +421,7 @@ async def worker_drain(
         stop_seconds=stop_seconds,
         checkpoints=tally.checkpoints,
         checkpoint_seconds=tally.checkpoint_seconds,
-        lease_scan_seconds=settings.lease_scan_seconds,
+        lease_scan_seconds=settings.scan_interval,
         duplicates=sum(max(0, tally.by_shard[s] - n) for s, n in expected.items()),
     )
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import signal
 import sys
 from collections.abc import Sequence
@@ -98,7 +97,7 @@ async def _run(settings: Settings) -> int:
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.metrics import LanderMetrics
     from consumer.processor import WorkerContext, load_processor
-    from consumer.worker import Worker
+    from consumer.worker import Worker, tune_gc
 
     async with Clients() as clients:
         context = WorkerContext(settings, clients, LanderMetrics())
@@ -113,7 +112,7 @@ async def _run(settings: Settings) -> int:
             KinesisStream(clients.kinesis, settings.stream),
             factory,
         )
-        _tune_gc()
+        tune_gc()
         stopper = asyncio.create_task(_stop_when(stop, worker))
         try:
             await worker.run()
@@ -125,19 +124,6 @@ async def _run(settings: Settings) -> int:
 async def _stop_when(stop: asyncio.Event, worker: Any) -> None:
     await stop.wait()
     worker.request_stop()
-
-
-def _tune_gc() -> None:
-    """Fewer, cheaper garbage collections on the record path.
-
-    Every record makes a few short-lived objects; with the default gen-0 threshold
-    (700) full collections run every few thousand records and walk every long-lived
-    object, stalling the event loop for 100 ms and more. Freezing what start-up made
-    takes it out of those walks, and a larger threshold makes collections rarer.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -58,11 +58,12 @@ class Settings(BaseSettings):
         gt=0,
         description="Heartbeat interval (default: failover_seconds / 3).",
     )
-    lease_scan_seconds: float = Field(
-        default=1.0,
+    lease_scan_seconds: float | None = Field(
+        default=None,
         gt=0,
         description="How often the lease table is scanned to take, balance and observe "
-        "leases. Bounds how fast a released lease is picked up.",
+        "leases (default: 1 s, or half the heartbeat if that is shorter). Bounds how fast "
+        "a released lease is picked up, and how late an expiry is noticed.",
     )
     shard_sync_seconds: float = Field(
         default=30.0, gt=0, description="How often the stream's shards are listed."
@@ -170,6 +171,16 @@ class Settings(BaseSettings):
     def renew_interval(self) -> float:
         """The heartbeat interval in seconds."""
         return self.renew_seconds or self.failover_seconds / 3
+
+    @property
+    def scan_interval(self) -> float:
+        """Seconds between lease-table scans.
+
+        A worker notices a still counter only when it scans, so takeover after a crash
+        takes up to failover + one scan; keeping the scan at most half a heartbeat
+        keeps that within failover + renew.
+        """
+        return self.lease_scan_seconds or min(1.0, self.renew_interval / 2)
 
     @property
     def start_position(self) -> tuple[Sentinel, datetime | None]:
