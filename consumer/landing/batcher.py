@@ -108,6 +108,7 @@ class Batcher:
         self._run: _OpenRun | None = None
         self._minute_number = -1
         self._minute = datetime.min
+        self._arrival: datetime | None = None
 
     @property
     def open(self) -> bool:
@@ -123,10 +124,14 @@ class Batcher:
         byte bound caps memory whatever the records are. Returns the run this record
         closed, if it closed one.
         """
-        minute_number = math.floor(record.arrival.timestamp()) // 60
-        if minute_number != self._minute_number:
-            self._minute_number = minute_number
-            self._minute = minute_of(record.arrival)
+        arrival = record.arrival
+        if arrival is not self._arrival:
+            # User records of one aggregate share their arrival object: skip the maths.
+            self._arrival = arrival
+            minute_number = math.floor(arrival.timestamp()) // 60
+            if minute_number != self._minute_number:
+                self._minute_number = minute_number
+                self._minute = minute_of(arrival)
         minute = self._minute
         size = len(line) if line is not None else size
         closed = None

@@ -96,6 +96,9 @@ class Encoder:
         self._heads: dict[str, bytes] = {}
         self._last_second = -1
         self._second_text = ""
+        self._last_when: datetime | None = None
+        self._last_text = b""
+        self._keys: dict[str, bytes] = {}
 
     def _head(self, shard_id: str) -> bytes:
         head = self._heads.get(shard_id)
@@ -108,13 +111,27 @@ class Encoder:
         return head
 
     def _arrival(self, when: datetime) -> bytes:
+        # The user records of one aggregate share one datetime object.
+        if when is self._last_when:
+            return self._last_text
+        self._last_when = when
         # Arrival times are milliseconds; the second they fall in changes rarely, so
         # format it once per second and add the milliseconds.
         second = math.floor(when.timestamp())
         if second != self._last_second:
             self._last_second = second
             self._second_text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-        return b"%s%03dZ" % (self._second_text.encode(), when.microsecond // 1000)
+        self._last_text = b"%s%03dZ" % (self._second_text.encode(), when.microsecond // 1000)
+        return self._last_text
+
+    def _key(self, partition_key: str) -> bytes:
+        # Partition keys repeat (KPL aggregates often carry a handful); bounded cache.
+        encoded = self._keys.get(partition_key)
+        if encoded is None:
+            encoded = orjson.dumps(partition_key)
+            if len(self._keys) < 4096:
+                self._keys[partition_key] = encoded
+        return encoded
 
     def encode(self, record: Record) -> tuple[bytes, str | None] | DeadLetter:
         """The line for ``record`` and its event id, or a dead letter."""
@@ -144,7 +161,7 @@ class Encoder:
                 self._head(record.shard_id),
                 record.position.sequence,
                 record.position.subsequence,
-                orjson.dumps(record.partition_key),
+                self._key(record.partition_key),
                 self._arrival(record.arrival),
                 extra,
                 payload,
