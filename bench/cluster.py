@@ -16,26 +16,12 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.recorder import RECORDING_DIR
-
 REPO = Path(__file__).resolve().parents[1]
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
-    """Poll until ``predicate`` returns something truthy; raise TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(step)
 
 
 @dataclass
@@ -59,9 +45,9 @@ class Workers:
             "LANDER_STREAM": self.stream,
             "LANDER_LEASE_TABLE": self.table,
             "LANDER_WORKER_ID": name,
-            "LANDER_PROCESSOR": "bench.recorder:BatchRecorder",
+            "LANDER_PROCESSOR": "tests.support.recording:RecordingProcessor",
             "LANDER_LOG_FORMAT": "json",
-            RECORDING_DIR: str(self.recordings),
+            "RECORDING_DIR": str(self.recordings),
             "PYTHONPATH": str(REPO),
             **self.settings,
         }
@@ -125,11 +111,11 @@ class Recordings:
                     self.events.append({**json.loads(line), "worker": path.stem})
 
     def first_batch(self, worker: str, shard: str, after: float) -> float | None:
-        """When ``worker`` first delivered records of ``shard`` after wall time ``after``."""
+        """When ``worker`` first delivered a record of ``shard`` after wall time ``after``."""
         times = [
             event["t"]
             for event in self.events
-            if event["event"] == "batch"
+            if event["event"] == "record"
             and event["worker"] == worker
             and event["shard"] == shard
             and event["t"] > after

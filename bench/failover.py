@@ -27,9 +27,10 @@ from functools import partial
 from itertools import count
 from typing import Any
 
-from bench.cluster import LeaseTable, Producer, Recordings, Workers, wait_until
+from bench.cluster import LeaseTable, Producer, Recordings, Workers
 from bench.local_aws import LocalAws, boto3_client, create_stream, shard_hash_keys
 from bench.report import RESULTS, fmt, heading, median, progress, table
+from tests.support.cluster import wait_until
 
 
 @dataclass(frozen=True)

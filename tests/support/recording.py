@@ -65,7 +65,7 @@ class RecordingProcessor:
                     for record in batch.records
                 ]
             )
-        if time.monotonic() - self.last_checkpoint >= self.every:
+        if batch.records and time.monotonic() - self.last_checkpoint >= self.every:
             await batch.checkpointer.checkpoint()
             self.last_checkpoint = time.monotonic()
 
