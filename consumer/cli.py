@@ -103,6 +103,9 @@ async def _run(settings: Settings) -> int:
         context = WorkerContext(settings, clients, LanderMetrics())
         try:
             factory = load_processor(settings.processor, context)
+        except ConfigError as exc:
+            print(f"lander: {exc}", file=sys.stderr)
+            return 2
         except (ImportError, ValueError) as exc:
             print(f"lander: LANDER_PROCESSOR {settings.processor}: {exc}", file=sys.stderr)
             return 2

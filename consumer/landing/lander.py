@@ -18,7 +18,7 @@ from collections.abc import Callable
 import structlog
 
 from consumer.aws import backoff
-from consumer.config import Settings
+from consumer.config import ConfigError, Settings
 from consumer.landing.archive import open_archive
 from consumer.landing.batcher import Batcher, LandedRun, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
@@ -96,7 +96,9 @@ class Lander:
     def archive(cls, context: WorkerContext) -> tuple[ObjectStore, str]:
         """The archive LANDER_ARCHIVE names (a subclass may wrap it)."""
         if context.settings.archive is None:
-            raise ValueError("LANDER_ARCHIVE is required by the lander (s3://... or file://...)")
+            raise ConfigError(
+                "LANDER_ARCHIVE is required by the lander: s3://bucket/prefix or file:///path"
+            )
         return open_archive(context.settings.archive, context.clients.s3)
 
     async def initialize(self, init: InitializationInput) -> None:
