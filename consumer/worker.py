@@ -273,7 +273,7 @@ class Worker:
                 failures += 1
                 delay = backoff(failures, base=1.0, cap=30.0) + 0.5
                 self._log.error(
-                    "record processor failed; restarting shard from its checkpoint",
+                    "shard failed; restarting it from its checkpoint",
                     shard_id=key,
                     error=repr(exc)[:1000],
                     attempt=failures,
