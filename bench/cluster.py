@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.cluster import stop_processes
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,19 +70,9 @@ class Workers:
         """The worker's exit status, or None while it runs."""
         return self.procs[name].poll()
 
-    def stop_all(self, timeout: float = 30.0) -> dict[str, int]:
+    def stop_all(self, timeout: float = 30.0) -> dict[str, int | None]:
         """SIGTERM every running worker, wait, SIGKILL what is left; by PID only."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        codes: dict[str, int] = {}
-        for name, proc in self.procs.items():
-            try:
-                codes[name] = proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes[name] = proc.wait()
-        return codes
+        return stop_processes(self.procs, timeout)
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         """The last lines the worker logged."""

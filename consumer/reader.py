@@ -68,8 +68,6 @@ class ShardReader:
         self.start = _start_at(checkpoint, timestamp)
         self.last: Position | None = checkpoint if isinstance(checkpoint, Position) else None
         """Position of the last record delivered (or checkpointed before we started)."""
-        self.millis_behind: int | None = None
-        self.calls = 0
         self._last_call = -MIN_CALL_INTERVAL
         self._log = log.bind(shard_id=shard_id)
 
@@ -109,7 +107,6 @@ class ShardReader:
                 continue
             failures = 0
             records = self._unpack(page.records)
-            self.millis_behind = page.millis_behind
             iterator = page.next_iterator
             yield Batch(records, page.millis_behind, shard_end=iterator is None)
             if iterator is None:
@@ -133,7 +130,6 @@ class ShardReader:
         if wait > 0:
             await asyncio.sleep(wait)
         self._last_call = self.clock()
-        self.calls += 1
 
     async def _nap(self, seconds: float) -> None:
         """Sleep, but wake at once when asked to stop."""

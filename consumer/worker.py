@@ -20,7 +20,6 @@ import contextlib
 import gc
 import random
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 from botocore.exceptions import BotoCoreError, ClientError
@@ -181,7 +180,7 @@ class Worker:
         failures = 0
         while True:
             try:
-                leases = await self._list_leases()
+                leases = await self.coordinator.read_table()
                 self.coordinator.listed_shards = await self.syncer.sync(leases)
                 failures = 0
                 self._synced.set()
@@ -194,13 +193,6 @@ class Worker:
                 delay = min(delay, backoff(failures, base=0.5, cap=10.0) + 0.1)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._sync_now.wait(), timeout=delay)
-
-    async def _list_leases(self) -> list[Any]:
-        try:
-            return await self.store.list_leases()
-        except TableMissingError:
-            await self.store.ensure_table()
-            return []
 
     # -- shards ----------------------------------------------------------------------
 

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from consumer.leases.decisions import (
-    Plan,
     Seen,
-    is_expired,
     observe,
     plan_acquisitions,
     ready_keys,
@@ -52,8 +50,6 @@ class PassResult:
 
     taken: tuple[Lease, ...] = ()
     handoffs: tuple[str, ...] = ()
-    plan: Plan = field(default_factory=Plan)
-    leases: tuple[Lease, ...] = ()
 
 
 class LeaseCoordinator:
@@ -85,14 +81,18 @@ class LeaseCoordinator:
 
     # -- scanning and acquiring ------------------------------------------------------
 
-    async def scan(self) -> list[Lease]:
-        """Read the table and fold it into what this worker has seen."""
+    async def read_table(self) -> list[Lease]:
+        """Every lease; a missing table (deleted under us) is created again, empty."""
         try:
-            leases = await self.store.list_leases()
+            return await self.store.list_leases()
         except TableMissingError:
             self._log.warning("lease table missing; creating it")
             await self.store.ensure_table()
-            leases = []
+            return []
+
+    async def scan(self) -> list[Lease]:
+        """Read the table and fold it into what this worker has seen."""
+        leases = await self.read_table()
         self.seen = observe(self.seen, leases, self.clock())
         self._owned_elsewhere = [
             lease.key
@@ -142,7 +142,7 @@ class LeaseCoordinator:
                 owner=plan.handoff.owner,
                 target=plan.target,
             )
-        return PassResult(tuple(taken), handoffs, plan, tuple(leases))
+        return PassResult(tuple(taken), handoffs)
 
     def _note_handoff(self, lease: Lease) -> bool:
         held = self.held[lease.key]
@@ -167,10 +167,6 @@ class LeaseCoordinator:
             counter=taken.counter,
         )
         return taken
-
-    def expired(self, lease: Lease) -> bool:
-        """Whether this worker judges ``lease`` expired right now."""
-        return is_expired(lease, self.seen, self.clock(), self.failover)
 
     # -- heartbeats ------------------------------------------------------------------
 

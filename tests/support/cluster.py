@@ -48,6 +48,25 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str, step: fl
         time.sleep(step)
 
 
+def stop_processes(
+    procs: dict[str, subprocess.Popen[bytes]], timeout: float
+) -> dict[str, int | None]:
+    """SIGCONT (in case it is stopped) and SIGTERM every running process we started,
+    wait, SIGKILL what is left; by PID only. Returns each exit code."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+    codes: dict[str, int | None] = {}
+    for name, proc in procs.items():
+        try:
+            codes[name] = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes[name] = proc.wait()
+    return codes
+
+
 @dataclass
 class Delivery:
     """One record delivered to one worker."""
@@ -137,18 +156,7 @@ class Cluster:
 
     def stop_all(self, timeout: float = 15) -> dict[str, int | None]:
         """SIGTERM every running worker (SIGCONT first, if stopped) and reap them."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-                proc.send_signal(signal.SIGTERM)
-        codes: dict[str, int | None] = {}
-        for name, proc in self.procs.items():
-            try:
-                codes[name] = proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes[name] = proc.wait()
-        return codes
+        return stop_processes(self.procs, timeout)
 
     def log_text(self, name: str) -> str:
         """What the worker logged."""
