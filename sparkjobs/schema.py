@@ -1,0 +1,51 @@
+"""The columns of a landed line and of a compacted row.
+
+Landed lines are read with an explicit schema (no inference pass over the archive).
+``data`` is read as a string: Spark keeps a JSON object's text as it was landed, and a
+raw-mode payload is its base64 string.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+CORRUPT = "_corrupt_record"
+
+LANDED = StructType(
+    [
+        StructField("stream", StringType()),
+        StructField("shard_id", StringType()),
+        StructField("sequence_number", StringType()),
+        StructField("subsequence_number", LongType()),
+        StructField("partition_key", StringType()),
+        StructField("arrival_ts", StringType()),
+        StructField("event_id", StringType()),
+        StructField("data", StringType()),
+        StructField(CORRUPT, StringType()),
+    ]
+)
+"""A landed JSON line, plus the text of a line that does not parse."""
+
+COMPACTED = StructType(
+    [
+        StructField("stream", StringType(), nullable=False),
+        StructField("shard_id", StringType(), nullable=False),
+        StructField("sequence_number", StringType(), nullable=False),
+        StructField("subsequence_number", LongType(), nullable=False),
+        StructField("partition_key", StringType()),
+        StructField("arrival_ts", TimestampType(), nullable=False),
+        StructField("landed_ts", TimestampType()),
+        StructField("event_id", StringType()),
+        StructField("data", StringType()),
+    ]
+)
+"""A compacted row (``dt`` and ``hour`` are the partition folders, not columns)."""
+
+POSITION = ("shard_id", "sequence_number", "subsequence_number")
+"""A record's position in the stream: unique per record, the same in every copy."""

@@ -1,0 +1,113 @@
+"""Compaction windows: a day or an hour of arrival time, and where their inputs live.
+
+The archive is partitioned by arrival minute, so a window's input is whole folders:
+``stream=S/dt=D/hour=H/`` for each hour of the window, plus the last few minute folders
+before it (the *lookback*), read only so that a producer retry which crosses the
+window's start is recognised as a duplicate of the copy compacted in the window before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+HOUR = timedelta(hours=1)
+_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+_HOUR = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2})$")
+_REL = re.compile(
+    r"(?:^|/)(dt=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/minute=(\d{2})/shard=[^/]+/[^/]+\.jsonl\.gz)$"
+)
+
+
+class WindowError(ValueError):
+    """A window that is not ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A day or an hour of arrival time (UTC)."""
+
+    start: datetime
+    hours: int
+
+    @classmethod
+    def parse(cls, text: str) -> Window:
+        """``2026-11-22`` is a day, ``2026-11-22T13`` an hour."""
+        text = text.strip()
+        try:
+            if match := _DAY.match(text):
+                year, month, day = (int(g) for g in match.groups())
+                return cls(datetime(year, month, day, tzinfo=UTC), 24)
+            if match := _HOUR.match(text):
+                year, month, day, hour = (int(g) for g in match.groups())
+                return cls(datetime(year, month, day, hour, tzinfo=UTC), 1)
+        except ValueError as exc:
+            raise WindowError(f"window {text!r}: {exc}") from None
+        raise WindowError(f"window {text!r}: expected a day YYYY-MM-DD or an hour YYYY-MM-DDTHH")
+
+    @property
+    def day(self) -> date:
+        """The day the window lies in."""
+        return self.start.date()
+
+    @property
+    def label(self) -> str:
+        """The window as it was written."""
+        return hour_label(self.start) if self.hours == 1 else self.start.strftime("%Y-%m-%d")
+
+    def hour_starts(self) -> list[datetime]:
+        """The window's hours, in order."""
+        return [self.start + HOUR * i for i in range(self.hours)]
+
+
+def hour_label(hour: datetime) -> str:
+    """``YYYY-MM-DDTHH``: how an hour is named in manifests."""
+    return hour.astimezone(UTC).strftime("%Y-%m-%dT%H")
+
+
+def parse_hour(label: str) -> datetime:
+    """Inverse of :func:`hour_label`."""
+    return datetime.strptime(label, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+
+
+def hour_folder(hour: datetime) -> str:
+    """``dt=D/hour=HH``: an hour's folder under the stream, in the archive and the output."""
+    return f"dt={hour:%Y-%m-%d}/hour={hour:%H}"
+
+
+def minute_folder(minute: datetime) -> str:
+    """``dt=D/hour=HH/minute=MM``."""
+    return f"{hour_folder(minute)}/minute={minute:%M}"
+
+
+def lookback(hour: datetime, minutes: int) -> list[datetime]:
+    """The minutes read before ``hour`` to catch producer retries that cross into it."""
+    return [hour - timedelta(minutes=m) for m in range(minutes, 0, -1)]
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    """Where a landed object sits in its stream: its relative key and minute."""
+
+    rel: str
+    minute: datetime
+
+    @property
+    def hour(self) -> datetime:
+        """The hour (partition) the object belongs to."""
+        return self.minute.replace(minute=0)
+
+
+def landed(path: str) -> Landed | None:
+    """Parse a landed object's path or URI; None for anything that is not one."""
+    match = _REL.search(path)
+    if match is None:
+        return None
+    rel, day, hour, minute = match.groups()
+    year, month, dom = (int(p) for p in day.split("-"))
+    return Landed(rel, datetime(year, month, dom, int(hour), int(minute), tzinfo=UTC))
+
+
+REL_PATTERN = _REL.pattern
+"""The same pattern for Spark's ``regexp_extract`` (group 1 is the relative key)."""

@@ -1,0 +1,176 @@
+"""The Spark jobs' decisions, without Spark: gzip checks, windows, publishing."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import zlib
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparkjobs.integrity import check_gzip, recover_lines
+from sparkjobs.publish import (
+    HourEntry,
+    InputFile,
+    OutputFile,
+    Pointer,
+    inputs_digest,
+    next_pointer,
+    resolve,
+    stale_hours,
+)
+from sparkjobs.window import Window, WindowError, landed, lookback
+
+lines_strategy = st.lists(
+    st.text(alphabet=st.characters(blacklist_characters="\n\r", codec="utf-8"), max_size=60),
+    min_size=0,
+    max_size=40,
+)
+
+
+def _body(lines: list[str]) -> bytes:
+    text = "".join(f"{line}\n" for line in lines).encode()
+    compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
+    return compressor.compress(text) + compressor.flush()
+
+
+@given(lines_strategy)
+def test_a_whole_stream_is_ok_and_counts_its_lines(lines: list[str]) -> None:
+    """A complete gzip stream is ``ok`` with one line per newline."""
+    check = check_gzip(_body(lines))
+    assert check.status == "ok"
+    assert check.lines == len(lines)
+
+
+@given(lines_strategy.filter(lambda x: len(x) > 0), st.data())
+def test_a_cut_stream_is_never_ok_and_gives_back_a_prefix(lines: list[str], data: st.DataObject) -> None:
+    """Cut anywhere, a stream is not ``ok``; what is recovered is a prefix of its lines."""
+    body = _body(lines)
+    cut = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
+    check = check_gzip(body[:cut])
+    assert check.status != "ok"
+    if check.status == "truncated":
+        recovered = recover_lines(body[:cut])
+        expected = [line for line in lines if line.strip()]
+        assert recovered == expected[: len(recovered)]
+
+
+@settings(max_examples=300)
+@given(lines_strategy.filter(lambda x: len(x) > 2), st.data())
+def test_ok_means_the_content_is_what_was_written(lines: list[str], data: st.DataObject) -> None:
+    """Flip any byte: if the check still says ``ok``, the decoded content is unchanged."""
+    body = bytearray(_body(lines))
+    where = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
+    body[where] ^= data.draw(st.integers(min_value=1, max_value=255))
+    if check_gzip(bytes(body)).status == "ok":
+        assert gzip.decompress(bytes(body)) == "".join(f"{x}\n" for x in lines).encode()
+
+
+def test_what_is_not_gzip_is_corrupt() -> None:
+    """Plain bytes, an empty object and junk after the stream are corrupt, with a reason."""
+    assert check_gzip(b"").status == "corrupt"
+    assert check_gzip(b'{"stream": "s"}\n').reason == "not gzip"
+    junk = check_gzip(_body(["a"]) + b"trailing junk")
+    assert (junk.status, junk.lines) == ("corrupt", 1)
+    assert "junk" in junk.reason
+
+
+def test_concatenated_members_are_one_stream() -> None:
+    """Two gzip members back to back (as ``cat`` makes them) are read as one object."""
+    check = check_gzip(_body(["a", "b"]) + _body(["c"]))
+    assert (check.status, check.lines) == ("ok", 3)
+
+
+def test_windows_parse_and_name_their_hours() -> None:
+    """A day has 24 hours, an hour one; anything else is an error naming the format."""
+    day = Window.parse("2026-11-22")
+    assert (day.hours, day.label) == (24, "2026-11-22")
+    hour = Window.parse("2026-11-22T05")
+    assert hour.hour_starts() == [datetime(2026, 11, 22, 5, tzinfo=UTC)]
+    assert hour.label == "2026-11-22T05"
+    for bad in ("2026-11", "2026-11-31", "2026-11-22T24", "yesterday"):
+        with pytest.raises(WindowError):
+            Window.parse(bad)
+
+
+def test_lookback_reaches_into_the_previous_day() -> None:
+    """The minutes before midnight belong to the day before."""
+    minutes = lookback(datetime(2026, 11, 22, 0, tzinfo=UTC), 3)
+    assert [m.isoformat() for m in minutes] == [
+        "2026-11-21T23:57:00+00:00",
+        "2026-11-21T23:58:00+00:00",
+        "2026-11-21T23:59:00+00:00",
+    ]
+
+
+def test_landed_paths_parse_from_any_scheme() -> None:
+    """The relative key is the same whatever the scheme or root; other files are not landed."""
+    rel = "dt=2026-11-22/hour=05/minute=07/shard=shardId-000000000001/12-15.7.jsonl.gz"
+    for root in ("file:/x/stream=s/", "file:///x/stream=s/", "s3a://b/p/stream=s/"):
+        found = landed(root + rel)
+        assert found is not None
+        assert found.rel == rel
+        assert found.hour == datetime(2026, 11, 22, 5, tzinfo=UTC)
+    assert landed("s3a://b/p/stream=s/dt=2026-11-22/hour=05/_SUCCESS") is None
+
+
+def _entry(hour: str, listed_at: str, run: str, digest: str = "d") -> HourEntry:
+    return HourEntry(hour, run, listed_at, digest, 1, 1, (OutputFile(f"_runs/{run}/x", 1),))
+
+
+entries = st.builds(
+    _entry,
+    st.sampled_from(["2026-11-22T00", "2026-11-22T01", "2026-11-22T02"]),
+    st.sampled_from(["2026-11-22T03:00:00", "2026-11-22T04:00:00", "2026-11-22T05:00:00"]),
+    st.sampled_from(["r1", "r2", "r3"]),
+)
+
+
+@given(st.lists(st.lists(entries, max_size=3), max_size=5), st.randoms())
+def test_resolution_takes_the_latest_listing_whatever_the_order(
+    pointers: list[list[HourEntry]], rnd: random.Random
+) -> None:
+    """Per hour, the entry listed last wins, however pointers are read or interleaved."""
+    made = [Pointer("s", "w", f"p{i}", tuple(p)) for i, p in enumerate(pointers)]
+    shuffled = made[:]
+    rnd.shuffle(shuffled)
+    assert resolve(made) == resolve(shuffled)
+    for hour, entry in resolve(made).items():
+        rivals = [e for p in pointers for e in p if e.hour == hour]
+        assert (entry.listed_at, entry.run_id) == max((e.listed_at, e.run_id) for e in rivals)
+
+
+def test_only_hours_whose_inputs_changed_are_stale() -> None:
+    """A late file (or a bigger one) makes its hour stale; the others stay published."""
+    a = InputFile("dt=2026-11-22/hour=00/minute=00/shard=a/1-2.jsonl.gz", 10, 1)
+    b = InputFile("dt=2026-11-22/hour=01/minute=00/shard=a/3-4.jsonl.gz", 10, 1)
+    current = {
+        "2026-11-22T00": _entry("2026-11-22T00", "t", "r", inputs_digest([a])),
+        "2026-11-22T01": _entry("2026-11-22T01", "t", "r", inputs_digest([b])),
+    }
+    late = InputFile("dt=2026-11-22/hour=01/minute=30/shard=a/5-6.jsonl.gz", 10, 2)
+    digests = {
+        "2026-11-22T00": inputs_digest([a]),
+        "2026-11-22T01": inputs_digest([b, late]),
+        "2026-11-22T02": inputs_digest([]),
+    }
+    assert stale_hours(current, digests) == ["2026-11-22T01", "2026-11-22T02"]
+    assert inputs_digest([a]) == inputs_digest([InputFile(a.rel, a.size, 99)])
+    assert inputs_digest([a]) != inputs_digest([InputFile(a.rel, 11, 1)])
+
+
+def test_a_day_pointer_carries_unchanged_hours_with_their_own_listing_time() -> None:
+    """Carried-over entries keep their listing time, so an older run cannot shadow a newer one."""
+    old = _entry("2026-11-22T00", "2026-11-23T01:00:00", "old")
+    newer_hour_run = _entry("2026-11-22T01", "2026-11-23T03:00:00", "hour-run")
+    rewritten = {"2026-11-22T02": _entry("2026-11-22T02", "2026-11-23T02:00:00", "day-run")}
+    current = {"2026-11-22T00": old, "2026-11-22T01": newer_hour_run}
+    hours = ["2026-11-22T00", "2026-11-22T01", "2026-11-22T02"]
+    pointer = next_pointer("s", "2026-11-22", "day-run", hours, current, rewritten)
+    assert [e.run_id for e in pointer.hours] == ["old", "hour-run", "day-run"]
+    assert Pointer.from_json(pointer.to_json()) == pointer
+    with pytest.raises(ValueError, match="neither rewritten nor published"):
+        next_pointer("s", "w", "r", ["2026-11-22T05"], current, rewritten)
