@@ -15,7 +15,7 @@ install: $(PY_STAMP) $(NODE_STAMP)
 
 $(PY_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,local]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,local,spark]'
 	touch $@
 
 $(NODE_STAMP): $(EMULATORS)/package.json $(EMULATORS)/package-lock.json

@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument(
         "--install", action="store_true", help="install the npm emulator packages first"
     )
+
+    from sparkjobs.cli import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -69,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.install:
             emulators.install_node_modules()
         return emulators.run_local_stack()
+    if args.command in ("compact", "analyse"):
+        from sparkjobs.cli import run
+
+        return run(args)
     try:
         settings = load_settings(**_overrides(args))
     except ConfigError as exc:

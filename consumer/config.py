@@ -216,10 +216,11 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**clean)
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc)) from None
+        raise ConfigError(one_line(exc)) from None
 
 
-def _one_line(exc: ValidationError) -> str:
+def one_line(exc: ValidationError) -> str:
+    """A validation error as one line naming each LANDER_* variable."""
     problems = []
     for error in exc.errors():
         where = ".".join(str(part) for part in error["loc"])

@@ -37,3 +37,16 @@ async def aws_clients(aws_env: dict[str, str]) -> AsyncIterator[Clients]:
     """Kinesis, DynamoDB and S3 clients on the local stack, shared by the session."""
     async with Clients() as clients:
         yield clients
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local[2] Spark session for every test that needs one (a JVM costs ~10 s)."""
+    from sparkjobs.session import get_session
+
+    session = get_session("local[2]", app="lander-tests")
+    session.conf.set("spark.sql.shuffle.partitions", "4")
+    try:
+        yield session
+    finally:
+        session.stop()

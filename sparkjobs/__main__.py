@@ -1,0 +1,7 @@
+"""``python -m sparkjobs compact|analyse …``."""
+
+import sys
+
+from sparkjobs.cli import main
+
+sys.exit(main())

@@ -1,0 +1,568 @@
+"""Nightly compaction: one window of landed JSON Lines into deduplicated Parquet.
+
+The job, for a stream and a window (a day or an hour):
+
+1. lists the window's hour folders (and the lookback minutes before each) and compares
+   each hour's inputs with what is published: only *stale* hours (never compacted, or
+   with late files since) are read and rewritten;
+2. checks every input object's gzip stream (:mod:`sparkjobs.integrity`): truncated
+   objects give up their complete lines, corrupt ones are left out, both are reported;
+3. reads the lines with an explicit schema and dedupes in one window step: records
+   sharing an event id, or a position when they have none, keep the earliest arrival.
+   A dropped copy at the same position as the copy before it is a *transport*
+   duplicate (a replayed landing), any other a *producer* duplicate (a retried put);
+4. writes Parquet partitioned by ``dt``/``hour`` into a folder of its own, then the
+   run's manifest, then the pointer that publishes it (:mod:`sparkjobs.publish`).
+
+Layout under ``{output}/stream={stream}/``::
+
+    _runs/{run_id}/dt=D/hour=HH/part-….parquet   data, never modified
+    _manifests/{run_id}.json                      what a run read, dropped and wrote
+    _published/dt=D.json, _published/dt=D/hour=HH.json   pointers readers follow
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import Window as SparkWindow
+from pyspark.sql import functions as sf
+
+from sparkjobs import compacted, publish
+from sparkjobs.integrity import FileCheck, check_gzip, recover_lines
+from sparkjobs.io import Filesystem, Listed, filesystem_for, join
+from sparkjobs.publish import HourEntry, InputFile, OutputFile
+from sparkjobs.schema import COMPACTED, CORRUPT, LANDED
+from sparkjobs.window import (
+    REL_PATTERN,
+    Window,
+    hour_folder,
+    hour_label,
+    landed,
+    lookback,
+    minute_folder,
+)
+
+log = structlog.get_logger("sparkjobs.compact")
+
+MiB = 1 << 20
+CAUSES = ("kept", "transport", "producer", "malformed")
+
+
+class CompactionError(RuntimeError):
+    """The window could not be compacted (strict mode found bad input, or I/O failed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactJob:
+    """One compaction: which archive, stream and window, and where the Parquet goes."""
+
+    archive: str
+    stream: str
+    window: Window
+    output: str
+    target_file_bytes: int = 256 * MiB
+    lookback_minutes: int = 10
+    strict: bool = False
+    compression: str = "snappy"
+
+    @property
+    def source(self) -> str:
+        """The stream's folder in the archive."""
+        return join(self.archive, f"stream={self.stream}")
+
+    @property
+    def target(self) -> str:
+        """The stream's folder in the output."""
+        return join(self.output, f"stream={self.stream}")
+
+
+@dataclass(slots=True)
+class BadFile:
+    """An input object that is not a whole gzip stream, or holds malformed lines."""
+
+    file: str
+    kind: str
+    lines: int
+    detail: str
+
+
+@dataclass(slots=True)
+class HourStats:
+    """What one rewritten hour read and kept."""
+
+    hour: str
+    input_files: int
+    input_bytes: int
+    input_rows: int = 0
+    transport: int = 0
+    producer: int = 0
+    malformed: int = 0
+    output_rows: int = 0
+    output_files: int = 0
+    output_bytes: int = 0
+
+
+@dataclass(slots=True)
+class RunManifest:
+    """One compaction run, as written to ``_manifests/{run_id}.json``."""
+
+    run_id: str
+    stream: str
+    window: str
+    archive: str
+    output: str
+    listed_at: str
+    status: str = "running"
+    stale_hours: list[str] = field(default_factory=list)
+    unchanged_hours: list[str] = field(default_factory=list)
+    hours: list[HourStats] = field(default_factory=list)
+    bad_files: list[BadFile] = field(default_factory=list)
+    inputs: list[InputFile] = field(default_factory=list)
+    lookback_files: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def total(self, name: str) -> int:
+        """A counter summed over the rewritten hours."""
+        return sum(int(getattr(hour, name)) for hour in self.hours)
+
+    def to_json(self) -> bytes:
+        """The manifest file's bytes."""
+        body = asdict(self)
+        body["totals"] = {
+            name: self.total(name)
+            for name in (
+                "input_files",
+                "input_rows",
+                "transport",
+                "producer",
+                "malformed",
+                "output_rows",
+                "output_files",
+                "output_bytes",
+            )
+        }
+        return json.dumps(body, indent=1, sort_keys=True).encode() + b"\n"
+
+
+def new_run_id(now: datetime) -> str:
+    """Sortable by time, unique across concurrent runs."""
+    return f"{now:%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}"
+
+
+# --- listing and state ------------------------------------------------------------
+
+
+def _list_inputs(fs: Filesystem, job: CompactJob) -> dict[datetime, list[InputFile]]:
+    """Landed objects by hour, for the window's hours and the hours its lookback reaches."""
+    hours = set(job.window.hour_starts())
+    if job.lookback_minutes:
+        hours |= {
+            m.replace(minute=0) for h in list(hours) for m in lookback(h, job.lookback_minutes)
+        }
+    found: dict[datetime, list[InputFile]] = {}
+    for hour in sorted(hours):
+        files: list[InputFile] = []
+        for item in fs.list_files(join(job.source, hour_folder(hour))):
+            where = landed(item.uri)
+            if where is not None and where.hour == hour:
+                files.append(InputFile(where.rel, item.size, item.modified_ms))
+        found[hour] = sorted(files)
+    return found
+
+
+def _inputs_of(
+    hour: datetime, by_hour: dict[datetime, list[InputFile]], minutes: int
+) -> list[InputFile]:
+    """The objects an hour's result depends on: its own and its lookback minutes'."""
+    own = list(by_hour.get(hour, []))
+    wanted = {minute_folder(m) for m in lookback(hour, minutes)}
+    for files in by_hour.values():
+        own.extend(f for f in files if f.rel.rsplit("/", 2)[0] in wanted)
+    return sorted(set(own))
+
+
+def pointer_uri(job: CompactJob) -> str:
+    """Where this job's window is published."""
+    published = join(job.target, "_published")
+    if job.window.hours == 1:
+        return join(published, f"{hour_folder(job.window.start)}.json")
+    return join(published, f"dt={job.window.day:%Y-%m-%d}.json")
+
+
+# --- integrity ----------------------------------------------------------------------
+
+
+def _check_partition(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, str, list[str]]]:
+    """Executor side: classify each object; recover the lines of truncated ones."""
+    for row in rows:
+        where = landed(row.path)
+        if where is None:
+            continue
+        body = bytes(row.content)
+        check: FileCheck = check_gzip(body)
+        recovered = recover_lines(body) if check.status == "truncated" else []
+        yield where.rel, check.status, check.lines, check.reason, recovered
+
+
+def _check_inputs(
+    spark: SparkSession, folders: list[str]
+) -> dict[str, tuple[str, int, str, list[str]]]:
+    frame = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", "*.jsonl.gz")
+        .load(folders)
+    )
+    checked = frame.select("path", "content").rdd.mapPartitions(_check_partition).collect()
+    return {
+        rel: (status, lines, reason, recovered) for rel, status, lines, reason, recovered in checked
+    }
+
+
+# --- the Spark plan -----------------------------------------------------------------
+
+
+def _read_lines(
+    spark: SparkSession,
+    folders: list[str],
+    good: list[str],
+    recovered: list[tuple[str, str, datetime]],
+) -> DataFrame:
+    """Landed lines of the objects in ``good``, plus the lines saved from truncated ones."""
+    read = (
+        spark.read.schema(LANDED)
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", "*.jsonl.gz")
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .option("ignoreCorruptFiles", "true")
+        .json(folders)
+        .select(
+            "*",
+            sf.regexp_extract(sf.col("_metadata.file_path"), REL_PATTERN, 1).alias("rel"),
+            sf.col("_metadata.file_modification_time").alias("landed_ts"),
+        )
+    )
+    wanted = spark.createDataFrame([(rel,) for rel in good], "rel string")
+    lines = read.join(sf.broadcast(wanted), "rel", "left_semi")
+    if recovered:
+        saved = spark.createDataFrame(recovered, "rel string, value string, landed_ts timestamp")
+        parsed = saved.select(
+            sf.from_json(
+                "value", LANDED, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+            ).alias("r"),
+            "rel",
+            "landed_ts",
+        ).select("r.*", "rel", "landed_ts")
+        lines = lines.unionByName(parsed)
+    return lines
+
+
+def _problem(stream: str) -> Column:
+    """Why a line is not a landed record of ``stream`` (null when it is one)."""
+    return (
+        sf.when(sf.col(CORRUPT).isNotNull(), sf.lit("not a JSON object"))
+        .when(sf.col("stream").isNull(), sf.lit("missing stream"))
+        .when(sf.col("stream") != sf.lit(stream), sf.lit("another stream"))
+        .when(sf.col("shard_id").isNull(), sf.lit("missing shard_id"))
+        .when(
+            ~sf.coalesce(sf.col("sequence_number").rlike("^[0-9]{1,64}$"), sf.lit(False)),
+            sf.lit("bad sequence_number"),
+        )
+        .when(sf.col("subsequence_number").isNull(), sf.lit("missing subsequence_number"))
+        .when(sf.col("arrival").isNull(), sf.lit("bad arrival_ts"))
+    )
+
+
+def _label(lines: DataFrame, stream: str, target_hours: list[str]) -> DataFrame:
+    """Every line with its partition, whether it is output, and its fate (``cause``)."""
+    lines = lines.select(
+        "*",
+        sf.to_timestamp(sf.col("arrival_ts")).alias("arrival"),
+        sf.regexp_extract(sf.col("rel"), r"^dt=([^/]+)/", 1).alias("dt"),
+        sf.regexp_extract(sf.col("rel"), r"/hour=([^/]+)/", 1).alias("hour"),
+        sf.lpad(sf.col("sequence_number"), 64, "0").alias("seq_key"),
+    )
+    lines = lines.select(
+        "*",
+        _problem(stream).alias("problem"),
+        sf.concat_ws(
+            "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
+        ).alias("pos"),
+        sf.concat(sf.col("dt"), sf.lit("T"), sf.col("hour")).isin(target_hours).alias("target"),
+    )
+    key = (
+        sf.when(sf.col("problem").isNotNull(), sf.concat(sf.lit("m:"), sf.col("rel")))
+        .when(sf.col("event_id").isNotNull(), sf.concat(sf.lit("e:"), sf.col("event_id")))
+        .otherwise(sf.concat(sf.lit("p:"), sf.col("pos")))
+    )
+    order = SparkWindow.partitionBy("dedupe_key").orderBy(
+        "arrival", "shard_id", "seq_key", "subsequence_number", "rel"
+    )
+    lines = lines.withColumn("dedupe_key", key)
+    cause = (
+        sf.when(sf.col("problem").isNotNull(), sf.lit("malformed"))
+        .when(sf.row_number().over(order) == 1, sf.lit("kept"))
+        .when(sf.lag("pos").over(order) == sf.col("pos"), sf.lit("transport"))
+        .otherwise(sf.lit("producer"))
+    )
+    return lines.withColumn("cause", cause)
+
+
+def _observed(hours: list[str]) -> list[Column]:
+    """Per hour and cause counts, gathered while the write runs (no second pass)."""
+    label = sf.concat(sf.col("dt"), sf.lit("T"), sf.col("hour"))
+    counts = [
+        sf.sum(
+            sf.when(sf.col("target") & (label == hour) & (sf.col("cause") == cause), 1).otherwise(0)
+        ).alias(f"{cause}|{hour}")
+        for hour in hours
+        for cause in CAUSES
+    ]
+    bad = sf.collect_set(
+        sf.when(sf.col("target") & (sf.col("cause") == "malformed"), sf.col("rel"))
+    ).alias("malformed_files")
+    return [*counts, bad]
+
+
+def _files_per_hour(sizes: dict[str, int], target_bytes: int) -> dict[str, int]:
+    """How many Parquet files each hour gets: its landed gzip bytes over the target size.
+
+    Parquet of the same rows comes out about the size of the level-1 gzip it was read
+    from, so the input size is a fair estimate without counting rows first.
+    """
+    return {hour: max(1, math.ceil(size / target_bytes)) for hour, size in sizes.items()}
+
+
+def _write(
+    labeled: DataFrame,
+    job: CompactJob,
+    run_dir: str,
+    files_per_hour: dict[str, int],
+    observation: Any,
+) -> None:
+    kept = labeled.observe(observation, *_observed(sorted(files_per_hour))).filter(
+        sf.col("target") & (sf.col("cause") == "kept")
+    )
+    buckets = sf.create_map(*[sf.lit(x) for hour, n in files_per_hour.items() for x in (hour, n)])
+    label = sf.concat(sf.col("dt"), sf.lit("T"), sf.col("hour"))
+    bucket = sf.pmod(
+        sf.xxhash64("shard_id", "sequence_number", "subsequence_number"), buckets[label]
+    )
+    columns = [
+        sf.col(f.name) if f.name != "arrival_ts" else sf.col("arrival").alias("arrival_ts")
+        for f in COMPACTED.fields
+    ]
+    out = (
+        kept.select(*columns, "dt", "hour", "seq_key", bucket.alias("bucket"))
+        .repartition(sum(files_per_hour.values()), "dt", "hour", "bucket")
+        .sortWithinPartitions("dt", "hour", "shard_id", "seq_key", "subsequence_number")
+        .drop("seq_key", "bucket")
+    )
+    (
+        out.write.mode("errorifexists")
+        .option("compression", job.compression)
+        .partitionBy("dt", "hour")
+        .parquet(run_dir)
+    )
+
+
+def _malformed_detail(
+    spark: SparkSession, lines: DataFrame, stream: str, rels: list[str]
+) -> list[BadFile]:
+    """Per file and reason counts of malformed lines (read again, only those files)."""
+    if not rels:
+        return []
+    labeled = lines.filter(sf.col("rel").isin(rels)).select(
+        "*", sf.to_timestamp(sf.col("arrival_ts")).alias("arrival")
+    )
+    rows = (
+        labeled.select("rel", _problem(stream).alias("problem"))
+        .filter(sf.col("problem").isNotNull())
+        .groupBy("rel", "problem")
+        .count()
+        .orderBy("rel", "problem")
+        .collect()
+    )
+    return [BadFile(r["rel"], "malformed", int(r["count"]), str(r["problem"])) for r in rows]
+
+
+# --- the job ------------------------------------------------------------------------
+
+
+def compact(
+    spark: SparkSession, job: CompactJob, fs: Filesystem | None = None, now: datetime | None = None
+) -> RunManifest:
+    """Compact one window; return (and write) the run's manifest."""
+    fs = fs or filesystem_for(job.output, spark)
+    source_fs = filesystem_for(job.archive, spark)
+    started = time.monotonic()
+    listed_at = now or datetime.now(UTC)
+    run_id = new_run_id(listed_at)
+    manifest = RunManifest(
+        run_id, job.stream, job.window.label, job.archive, job.output, listed_at.isoformat()
+    )
+    bind = log.bind(run_id=run_id, stream=job.stream, window=job.window.label)
+
+    by_hour = _list_inputs(source_fs, job)
+    window_hours = job.window.hour_starts()
+    inputs = {hour_label(h): _inputs_of(h, by_hour, job.lookback_minutes) for h in window_hours}
+    current = compacted.entries(fs, job.output, job.stream, job.window.day)
+    stale = publish.stale_hours(current, {h: publish.inputs_digest(f) for h, f in inputs.items()})
+    manifest.stale_hours = stale
+    manifest.unchanged_hours = sorted(set(inputs) - set(stale))
+    manifest.timings["list_s"] = round(time.monotonic() - started, 3)
+    bind.info("listed", stale=len(stale), unchanged=len(manifest.unchanged_hours))
+    if not stale:
+        manifest.status = "up-to-date"
+        return manifest
+
+    stale_starts = [h for h in window_hours if hour_label(h) in stale]
+    read_files: dict[str, InputFile] = {}
+    for start in stale_starts:
+        read_files.update((f.rel, f) for f in inputs[hour_label(start)])
+    own = {f.rel for h in stale_starts for f in by_hour.get(h, [])}
+    manifest.inputs = sorted(read_files.values())
+    manifest.lookback_files = len(set(read_files) - own)
+    folders = sorted(
+        {join(job.source, hour_folder(h)) for h in stale_starts}
+        | {
+            join(job.source, f.rel.rsplit("/", 2)[0])
+            for rel, f in read_files.items()
+            if rel not in own
+        }
+    )
+
+    mark = time.monotonic()
+    checks = _check_inputs(spark, folders)
+    manifest.timings["check_s"] = round(time.monotonic() - mark, 3)
+    good: list[str] = []
+    saved: list[tuple[str, str, datetime]] = []
+    for rel, item in sorted(read_files.items()):
+        status, count, reason, recovered = checks.get(
+            rel, ("corrupt", 0, "vanished before it was read", [])
+        )
+        if status == "ok":
+            good.append(rel)
+            continue
+        manifest.bad_files.append(BadFile(rel, status, count, reason))
+        if status == "truncated":
+            when = datetime.fromtimestamp(item.modified_ms / 1000, UTC)
+            saved.extend((rel, line, when) for line in recovered)
+
+    hour_stats = {
+        h: HourStats(
+            h,
+            input_files=sum(1 for f in by_hour.get(_start(h), [])),
+            input_bytes=sum(f.size for f in by_hour.get(_start(h), [])),
+        )
+        for h in stale
+    }
+    files_per_hour = _files_per_hour(
+        {h: s.input_bytes for h, s in hour_stats.items()}, job.target_file_bytes
+    )
+    run_dir = join(job.target, "_runs", run_id)
+
+    mark = time.monotonic()
+    lines = _read_lines(spark, folders, good, saved)
+    metrics: dict[str, Any] = {}
+    if good or saved:
+        observation = Observation(f"compact-{run_id}")
+        try:
+            _write(_label(lines, job.stream, stale), job, run_dir, files_per_hour, observation)
+        except Exception as exc:
+            fs.delete(run_dir)
+            raise CompactionError(f"writing {job.window.label} failed: {exc}") from exc
+        metrics = observation.get
+    manifest.timings["compact_s"] = round(time.monotonic() - mark, 3)
+    for hour, stats in hour_stats.items():
+        stats.output_rows = int(metrics.get(f"kept|{hour}", 0))
+        stats.transport = int(metrics.get(f"transport|{hour}", 0))
+        stats.producer = int(metrics.get(f"producer|{hour}", 0))
+        stats.malformed = int(metrics.get(f"malformed|{hour}", 0))
+        stats.input_rows = stats.output_rows + stats.transport + stats.producer + stats.malformed
+    malformed_files = sorted(str(rel) for rel in metrics.get("malformed_files") or [])
+    manifest.bad_files.extend(_malformed_detail(spark, lines, job.stream, malformed_files))
+
+    if job.strict and manifest.bad_files:
+        fs.delete(run_dir)
+        manifest.status = "failed"
+        first = manifest.bad_files[0]
+        raise CompactionError(
+            f"strict: {len(manifest.bad_files)} bad input(s) in {job.window.label}, "
+            f"first {first.file}: {first.kind} ({first.detail})"
+        )
+
+    written = _output_files(fs, run_dir)
+    rewritten: dict[str, HourEntry] = {}
+    for hour, stats in hour_stats.items():
+        files = written.get(hour, [])
+        stats.output_files = len(files)
+        stats.output_bytes = sum(f.bytes for f in files)
+        rewritten[hour] = HourEntry(
+            hour=hour,
+            run_id=run_id,
+            listed_at=manifest.listed_at,
+            inputs_digest=publish.inputs_digest(inputs[hour]),
+            inputs=len(inputs[hour]),
+            rows=stats.output_rows,
+            files=tuple(files),
+        )
+    manifest.hours = [hour_stats[h] for h in stale]
+    manifest.status = "published"
+    manifest.timings["total_s"] = round(time.monotonic() - started, 3)
+
+    mark = time.monotonic()
+    fs.write_atomic(join(job.target, "_manifests", f"{run_id}.json"), manifest.to_json())
+    # Read the pointers again: another run may have published while this one worked.
+    pointer = publish.next_pointer(
+        job.stream,
+        job.window.label,
+        run_id,
+        inputs,
+        compacted.entries(fs, job.output, job.stream, job.window.day),
+        rewritten,
+    )
+    fs.write_atomic(pointer_uri(job), pointer.to_json())
+    manifest.timings["publish_s"] = round(time.monotonic() - mark, 3)
+    bind.info(
+        "published",
+        hours=len(stale),
+        input_rows=manifest.total("input_rows"),
+        output_rows=manifest.total("output_rows"),
+        transport=manifest.total("transport"),
+        producer=manifest.total("producer"),
+        bad_files=len(manifest.bad_files),
+        seconds=manifest.timings["total_s"],
+    )
+    return manifest
+
+
+def _start(label: str) -> datetime:
+    return datetime.strptime(label, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+
+
+def _output_files(fs: Filesystem, run_dir: str) -> dict[str, list[OutputFile]]:
+    """The Parquet files a run wrote, by hour, as paths relative to the stream's output."""
+    by_hour: dict[str, list[OutputFile]] = defaultdict(list)
+    for item in fs.list_files(run_dir):
+        if item.uri.endswith(".parquet"):
+            rel = "_runs/" + item.uri.split("/_runs/", 1)[1]
+            by_hour[_hour_of_output(item)].append(OutputFile(rel, item.size))
+    return {hour: sorted(files) for hour, files in by_hour.items()}
+
+
+def _hour_of_output(item: Listed) -> str:
+    parts = dict(p.split("=", 1) for p in item.uri.split("/") if p.startswith(("dt=", "hour=")))
+    return f"{parts['dt']}T{parts['hour']}"

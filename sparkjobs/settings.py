@@ -1,0 +1,128 @@
+"""Settings of the Spark jobs: ``LANDER_*`` variables, overridden by flags.
+
+The same names as the daemon where they mean the same thing (``LANDER_ARCHIVE``,
+``LANDER_STREAM``), so one environment serves the workers and the nightly job.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from consumer.config import ConfigError, one_line
+from sparkjobs.window import Window, WindowError
+
+
+def _uri(value: str) -> str:
+    if "://" not in value:
+        raise ValueError(f"must be a URI (file:///path, s3a://bucket/prefix), got {value!r}")
+    return value.rstrip("/")
+
+
+def yesterday() -> str:
+    """The default window of a nightly run: the whole previous UTC day."""
+    return (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+
+
+class JobSettings(BaseSettings):
+    """What both jobs need."""
+
+    model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
+
+    stream: str = Field(description="Name of the stream whose archive is read.")
+    compacted: str = Field(
+        description="URI of the compacted Parquet: file:///…, s3a://bucket/prefix or EMR's s3://."
+    )
+    window: str = Field(
+        default_factory=yesterday,
+        description="A day YYYY-MM-DD or an hour YYYY-MM-DDTHH (UTC); default: yesterday.",
+    )
+    spark_master: str | None = Field(
+        default=None,
+        description="Spark master for a local run (default local[*]); ignored under spark-submit.",
+    )
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="Log lines: JSON off a terminal, readable on one."
+    )
+    log_level: str = Field(default="info", description="Log level.")
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        try:
+            Window.parse(value)
+        except WindowError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("compacted")
+    @classmethod
+    def _compacted(cls, value: str) -> str:
+        return _uri(value)
+
+
+class CompactSettings(JobSettings):
+    """``lander compact``."""
+
+    archive: str = Field(description="URI of the landed archive (the workers' LANDER_ARCHIVE).")
+    compact_target_file_mb: int = Field(
+        default=256, ge=1, description="Target size of a Parquet file; small hours get one file."
+    )
+    compact_lookback_minutes: int = Field(
+        default=10,
+        ge=0,
+        le=60,
+        description="Minutes before the window read to catch producer retries crossing into it.",
+    )
+    compact_strict: bool = Field(
+        default=False, description="Fail the window on any bad input instead of reporting it."
+    )
+    compact_compression: Literal["snappy", "zstd", "gzip", "none"] = Field(
+        default="snappy", description="Parquet compression codec."
+    )
+
+    @field_validator("archive")
+    @classmethod
+    def _archive(cls, value: str) -> str:
+        return _uri(value)
+
+
+class AnalyseSettings(JobSettings):
+    """``lander analyse``."""
+
+    archive: str | None = Field(
+        default=None, description="URI of the landed archive, to count dead letters (optional)."
+    )
+    reports: str | None = Field(
+        default=None,
+        description="Where tables and the HTML report go (default {compacted}/reports).",
+    )
+    event_time_pointer: str | None = Field(
+        default=None, description="JSON pointer to an event time in the payload, e.g. /ts."
+    )
+    sequence_pointer: str | None = Field(
+        default=None, description="JSON pointer to a per-producer sequence number, e.g. /seq."
+    )
+    top_keys: int = Field(default=20, ge=1, le=1000, description="Hot partition keys listed.")
+
+    @field_validator("event_time_pointer", "sequence_pointer")
+    @classmethod
+    def _pointer(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"must be a JSON pointer starting with '/', got {value!r}")
+        return value
+
+
+T = TypeVar("T", bound=JobSettings)
+
+
+def load(kind: type[T], **overrides: Any) -> T:
+    """Settings from the environment and flags; :class:`ConfigError` in one line."""
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return kind(**clean)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc)) from None
