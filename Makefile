@@ -9,7 +9,7 @@ EMULATORS := consumer/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install emulators test test-fast soak lint format bench clean
+.PHONY: install emulators test test-fast soak lint format bench spark-package s3a-jars clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -49,5 +49,13 @@ format: $(PY_STAMP)
 bench: install
 	$(BIN)/python -m bench
 
+# The project's code as one zip for `spark-submit --py-files` (docs/sparkjobs.md).
+spark-package: install
+	$(BIN)/python deploy/spark/package.py dist/lander-jobs.zip
+
+# Optional: the S3A jars for tests/test_s3a.py (no Maven here; they ship in a PyPI sdist).
+s3a-jars: install
+	$(BIN)/python -m tests.support.s3a
+
 clean:
-	rm -rf $(VENV) $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf dist .cache $(VENV) $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -183,7 +183,11 @@ def _gaps(base: DataFrame) -> tuple[DataFrame, list[SequenceGaps]]:
     """Per producer: distinct values missing between first and last, and order breaks."""
     seqs = base.filter(sf.col("producer_seq").isNotNull())
     arrival = SparkWindow.partitionBy("partition_key").orderBy(
-        "arrival_ts", "shard_id", sf.lpad("sequence_number", 64, "0"), "subsequence_number"
+        "arrival_ts",
+        "shard_id",
+        sf.length("sequence_number"),
+        "sequence_number",
+        "subsequence_number",
     )
     ordered = seqs.select(
         "partition_key",

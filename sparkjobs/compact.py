@@ -57,6 +57,9 @@ log = structlog.get_logger("sparkjobs.compact")
 
 MiB = 1 << 20
 CAUSES = ("kept", "transport", "producer", "malformed")
+SEQUENCE_DIGITS = 128
+"""Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
+as numbers by (length, text): cheaper to carry through a shuffle than padded text."""
 
 
 class CompactionError(RuntimeError):
@@ -277,7 +280,9 @@ def _problem(stream: str) -> Column:
         .when(sf.col("stream") != sf.lit(stream), sf.lit("another stream"))
         .when(sf.col("shard_id").isNull(), sf.lit("missing shard_id"))
         .when(
-            ~sf.coalesce(sf.col("sequence_number").rlike("^[0-9]{1,64}$"), sf.lit(False)),
+            ~sf.coalesce(
+                sf.col("sequence_number").rlike(f"^[0-9]{{1,{SEQUENCE_DIGITS}}}$"), sf.lit(False)
+            ),
             sf.lit("bad sequence_number"),
         )
         .when(sf.col("subsequence_number").isNull(), sf.lit("missing subsequence_number"))
@@ -289,10 +294,10 @@ def _label(lines: DataFrame, stream: str, target_hours: list[str]) -> DataFrame:
     """Every line with its partition, whether it is output, and its fate (``cause``)."""
     lines = lines.select(
         "*",
-        sf.to_timestamp(sf.col("arrival_ts")).alias("arrival"),
+        sf.try_to_timestamp(sf.col("arrival_ts")).alias("arrival"),
         sf.regexp_extract(sf.col("rel"), r"^dt=([^/]+)/", 1).alias("dt"),
         sf.regexp_extract(sf.col("rel"), r"/hour=([^/]+)/", 1).alias("hour"),
-        sf.lpad(sf.col("sequence_number"), 64, "0").alias("seq_key"),
+        sf.length(sf.col("sequence_number")).alias("seq_len"),
     )
     lines = lines.select(
         "*",
@@ -308,7 +313,7 @@ def _label(lines: DataFrame, stream: str, target_hours: list[str]) -> DataFrame:
         .otherwise(sf.concat(sf.lit("p:"), sf.col("pos")))
     )
     order = SparkWindow.partitionBy("dedupe_key").orderBy(
-        "arrival", "shard_id", "seq_key", "subsequence_number", "rel"
+        "arrival", "shard_id", "seq_len", "sequence_number", "subsequence_number", "rel"
     )
     lines = lines.withColumn("dedupe_key", key)
     cause = (
@@ -365,10 +370,12 @@ def _write(
         for f in COMPACTED.fields
     ]
     out = (
-        kept.select(*columns, "dt", "hour", "seq_key", bucket.alias("bucket"))
+        kept.select(*columns, "dt", "hour", "seq_len", bucket.alias("bucket"))
         .repartition(sum(files_per_hour.values()), "dt", "hour", "bucket")
-        .sortWithinPartitions("dt", "hour", "shard_id", "seq_key", "subsequence_number")
-        .drop("seq_key", "bucket")
+        .sortWithinPartitions(
+            "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
+        )
+        .drop("seq_len", "bucket")
     )
     (
         out.write.mode("errorifexists")
@@ -385,7 +392,7 @@ def _malformed_detail(
     if not rels:
         return []
     labeled = lines.filter(sf.col("rel").isin(rels)).select(
-        "*", sf.to_timestamp(sf.col("arrival_ts")).alias("arrival")
+        "*", sf.try_to_timestamp(sf.col("arrival_ts")).alias("arrival")
     )
     rows = (
         labeled.select("rel", _problem(stream).alias("problem"))
@@ -436,7 +443,7 @@ def compact(
     manifest.inputs = sorted(read_files.values())
     manifest.lookback_files = len(set(read_files) - own)
     folders = sorted(
-        {join(job.source, hour_folder(h)) for h in stale_starts}
+        {join(job.source, hour_folder(h)) for h in stale_starts if by_hour.get(h)}
         | {
             join(job.source, f.rel.rsplit("/", 2)[0])
             for rel, f in read_files.items()
@@ -445,7 +452,7 @@ def compact(
     )
 
     mark = time.monotonic()
-    checks = _check_inputs(spark, folders)
+    checks = _check_inputs(spark, folders) if folders else {}
     manifest.timings["check_s"] = round(time.monotonic() - mark, 3)
     good: list[str] = []
     saved: list[tuple[str, str, datetime]] = []
