@@ -46,7 +46,9 @@ def test_a_whole_stream_is_ok_and_counts_its_lines(lines: list[str]) -> None:
 
 
 @given(lines_strategy.filter(lambda x: len(x) > 0), st.data())
-def test_a_cut_stream_is_never_ok_and_gives_back_a_prefix(lines: list[str], data: st.DataObject) -> None:
+def test_a_cut_stream_is_never_ok_and_gives_back_a_prefix(
+    lines: list[str], data: st.DataObject
+) -> None:
     """Cut anywhere, a stream is not ``ok``; what is recovered is a prefix of its lines."""
     body = _body(lines)
     cut = data.draw(st.integers(min_value=0, max_value=len(body) - 1))

@@ -1,0 +1,344 @@
+"""The compaction and analysis jobs in local[2] on file://, checked with DuckDB.
+
+Archives come from tests/support/archives.py, whose truth says what a correct
+compaction keeps. The output is read back through the published pointers with DuckDB,
+never with Spark.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from sparkjobs.analyse import AnalyseJob, analyse
+from sparkjobs.compact import CompactionError, CompactJob, RunManifest, compact
+from sparkjobs.compacted import current_files, window_entries
+from sparkjobs.io import LocalFilesystem
+from sparkjobs.window import Window
+from tests.support import archives
+from tests.support.archives import Truth, generate_archive
+
+DAY = date(2026, 11, 21)
+STREAM = "orders"
+WINDOW = Window.parse("2026-11-21")
+
+
+def _job(archive: Path, output: Path, window: Window = WINDOW, **options: Any) -> CompactJob:
+    return CompactJob(f"file://{archive}", STREAM, window, f"file://{output}", **options)
+
+
+def _files(output: Path, window: Window = WINDOW) -> list[str]:
+    uris = current_files(LocalFilesystem(), f"file://{output}", STREAM, window)
+    return [uri.removeprefix("file://") for uri in uris]
+
+
+def _rows(output: Path, window: Window = WINDOW, columns: str = "") -> list[tuple[Any, ...]]:
+    """Compacted rows as (shard, sequence as int, subsequence, event id[, columns…])."""
+    files = _files(output, window)
+    if not files:
+        return []
+    extra = f", {columns}" if columns else ""
+    query = (
+        "select shard_id, sequence_number, subsequence_number, event_id"
+        f"{extra} from read_parquet({files}) order by all"
+    )
+    return [(r[0], int(r[1]), *r[2:]) for r in duckdb.sql(query).fetchall()]
+
+
+def _assert_exactly_the_truth(output: Path, truth: Truth, window: Window = WINDOW) -> None:
+    rows = _rows(output, window)
+    positions = [(shard, seq, sub) for shard, seq, sub, _ in rows]
+    assert len(positions) == len(set(positions)), "a position is in the output twice"
+    assert {(s, q, u): e for s, q, u, e in rows} == truth.kept
+    events = [e for *_, e in rows if e is not None]
+    assert len(events) == len(set(events)), "an event id is in the output twice"
+
+
+@pytest.fixture(scope="module")
+def day_archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Truth]:
+    """Two hours of four shards with transport, producer and KPL records."""
+    root = tmp_path_factory.mktemp("archive")
+    truth = generate_archive(
+        root,
+        stream=STREAM,
+        day=DAY,
+        hours=[9, 10],
+        shards=4,
+        records_per_minute=20,
+        records_per_file=13,
+        transport_duplicate_share=0.2,
+        producer_duplicate_share=0.05,
+        aggregated_share=0.2,
+        seed=7,
+    )
+    return root, truth
+
+
+@pytest.fixture(scope="module")
+def compacted_day(
+    spark: Any, day_archive: tuple[Path, Truth], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, RunManifest]:
+    """The day archive compacted once (shared by the tests that only read it)."""
+    archive, _ = day_archive
+    output = tmp_path_factory.mktemp("compacted")
+    return output, compact(spark, _job(archive, output))
+
+
+def test_each_record_is_kept_exactly_once(
+    day_archive: tuple[Path, Truth], compacted_day: tuple[Path, RunManifest]
+) -> None:
+    """Transport copies and producer re-sends are gone; every record is there once."""
+    _, truth = day_archive
+    output, manifest = compacted_day
+    assert truth.transport_duplicates > 0
+    assert truth.producer_duplicates > 0
+    _assert_exactly_the_truth(output, truth)
+    assert manifest.status == "published"
+    assert manifest.total("input_rows") == truth.readable_lines
+    assert manifest.total("transport") == truth.transport_duplicates
+    assert manifest.total("producer") == truth.producer_duplicates
+    assert manifest.total("output_rows") == len(truth.kept)
+    assert {h.hour: h.output_rows for h in manifest.hours if h.output_rows} == {
+        f"2026-11-21T{hour:02d}": n for hour, n in truth.kept_per_hour.items()
+    }
+    assert len(manifest.inputs) == len(truth.files)
+    # Hours with no input are published too (empty), so the day is complete.
+    assert len(window_entries(LocalFilesystem(), f"file://{output}", STREAM, WINDOW)) == 24
+
+
+def test_output_is_partitioned_and_timestamps_are_utc_micros(
+    compacted_day: tuple[Path, RunManifest],
+) -> None:
+    """Files sit under dt=/hour=; arrival_ts is a UTC instant other readers agree on."""
+    output, manifest = compacted_day
+    files = _files(output)
+    assert {Path(f).parent.name for f in files} == {"hour=09", "hour=10"}
+    assert all(Path(f).parent.parent.name == "dt=2026-11-21" for f in files)
+    kinds = duckdb.sql(
+        f"select distinct typeof(arrival_ts), typeof(landed_ts) from read_parquet({files})"
+    ).fetchall()
+    assert kinds == [("TIMESTAMP WITH TIME ZONE", "TIMESTAMP WITH TIME ZONE")]
+    hours = duckdb.sql(
+        "select distinct strftime(arrival_ts at time zone 'UTC', '%H') "
+        f"from read_parquet({files}, hive_partitioning=false) order by 1"
+    ).fetchall()
+    assert hours == [("09",), ("10",)]
+    manifest_file = output / f"stream={STREAM}" / "_manifests" / f"{manifest.run_id}.json"
+    written = json.loads(manifest_file.read_text())
+    assert written["totals"]["output_rows"] == manifest.total("output_rows")
+    assert written["timings"]["total_s"] > 0
+
+
+def test_a_rerun_changes_nothing_and_a_fresh_run_gives_the_same_rows(
+    spark: Any,
+    day_archive: tuple[Path, Truth],
+    compacted_day: tuple[Path, RunManifest],
+    tmp_path: Path,
+) -> None:
+    """Same inputs: the rerun is a no-op, and compacting afresh gives identical rows."""
+    archive, _ = day_archive
+    output, first = compacted_day
+    again = compact(spark, _job(archive, output))
+    assert again.status == "up-to-date"
+    assert again.stale_hours == []
+    fresh = compact(spark, _job(archive, tmp_path))
+    assert fresh.total("output_rows") == first.total("output_rows")
+    columns = "partition_key, data, arrival_ts::varchar, landed_ts::varchar"
+    assert _rows(tmp_path, columns=columns) == _rows(output, columns=columns)
+
+
+def test_hour_windows_catch_producer_retries_across_the_boundary(
+    spark: Any, day_archive: tuple[Path, Truth], tmp_path: Path
+) -> None:
+    """Compacted hour by hour, a re-send just after 10:00 of an event first seen before
+    it is still dropped (the lookback minutes), and the two hours add up to the day."""
+    archive, truth = day_archive
+    nine = compact(spark, _job(archive, tmp_path, Window.parse("2026-11-21T09")))
+    ten = compact(spark, _job(archive, tmp_path, Window.parse("2026-11-21T10")))
+    assert ten.lookback_files > 0
+    assert nine.total("producer") + ten.total("producer") == truth.producer_duplicates
+    _assert_exactly_the_truth(tmp_path, truth)
+
+
+def test_a_late_file_rewrites_only_its_hour(spark: Any, tmp_path: Path) -> None:
+    """Files landed after the window was compacted are found and only their hour redone."""
+    archive, output = tmp_path / "archive", tmp_path / "out"
+    truth = generate_archive(
+        archive, stream=STREAM, day=DAY, hours=[9, 10], shards=2,
+        records_per_minute=5, records_per_file=7, producer_duplicate_share=0.1, seed=3,
+    )  # fmt: skip
+    first = compact(spark, _job(archive, output))
+    archives.add_late_file(truth, archive, 10, records=30)
+    second = compact(spark, _job(archive, output))
+    assert second.stale_hours == ["2026-11-21T10"]
+    assert "2026-11-21T09" in second.unchanged_hours
+    entries = window_entries(LocalFilesystem(), f"file://{output}", STREAM, WINDOW)
+    assert entries["2026-11-21T09"].run_id == first.run_id
+    assert entries["2026-11-21T10"].run_id == second.run_id
+    _assert_exactly_the_truth(output, truth)
+
+
+def test_bad_input_is_counted_reported_and_the_rest_compacted(spark: Any, tmp_path: Path) -> None:
+    """Truncated, corrupt, non-gzip and malformed input: each reported with its file;
+    truncated files give up their complete lines; nothing else is lost."""
+    archive, output = tmp_path / "archive", tmp_path / "out"
+    truth = generate_archive(
+        archive, stream=STREAM, day=DAY, hours=[9], shards=2,
+        records_per_minute=10, records_per_file=40, transport_duplicate_share=0.1, seed=5,
+    )  # fmt: skip
+    plain = sorted(truth.files, key=lambda f: f.stat().st_size, reverse=True)
+    archives.truncate(truth, plain[0], 0.6)
+    archives.corrupt(truth, plain[1])
+    junk = archives.not_gzip(truth, archive, hour=9, minute=3)
+    bad_lines = archives.malformed(truth, archive, hour=9, minute=4)
+    manifest = compact(spark, _job(archive, output))
+    found = {(Path(b.file).name, b.kind) for b in manifest.bad_files}
+    assert (plain[0].name, "truncated") in found
+    assert (plain[1].name, "corrupt") in found
+    assert (junk.name, "corrupt") in found
+    malformed = [b for b in manifest.bad_files if b.kind == "malformed"]
+    assert {Path(b.file).name for b in malformed} == {bad_lines.name}
+    assert sum(b.lines for b in malformed) == truth.damaged[bad_lines].bad_lines
+    assert manifest.total("malformed") == truth.damaged[bad_lines].bad_lines
+    assert manifest.total("transport") == truth.transport_duplicates
+    _assert_exactly_the_truth(output, truth)
+
+
+def test_strict_mode_publishes_nothing(spark: Any, tmp_path: Path) -> None:
+    """With --strict, one bad file fails the window and leaves no trace in the output."""
+    archive, output = tmp_path / "archive", tmp_path / "out"
+    truth = generate_archive(
+        archive, stream=STREAM, day=DAY, hours=[9], shards=1,
+        records_per_minute=5, records_per_file=50, seed=1,
+    )  # fmt: skip
+    archives.not_gzip(truth, archive, hour=9)
+    with pytest.raises(CompactionError, match="strict: 1 bad input"):
+        compact(spark, _job(archive, output, strict=True))
+    stream_folder = output / f"stream={STREAM}"
+    assert not (stream_folder / "_published").exists()
+    assert not any((stream_folder / "_runs").glob("*/dt=*"))
+
+
+def test_two_runs_at_once_leave_one_consistent_window(
+    spark: Any, day_archive: tuple[Path, Truth], tmp_path: Path
+) -> None:
+    """A day run and an hour run racing on the same output: both publish, readers get
+    each record once, and the hour keeps the entry listed last."""
+    archive, truth = day_archive
+    manifests: list[RunManifest] = []
+    errors: list[BaseException] = []
+
+    def run(window: str) -> None:
+        try:
+            manifests.append(compact(spark, _job(archive, tmp_path, Window.parse(window))))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in ("2026-11-21", "2026-11-21T10")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert {m.status for m in manifests} == {"published"}
+    _assert_exactly_the_truth(tmp_path, truth)
+    latest = max(manifests, key=lambda m: (m.listed_at, m.run_id))
+    entries = window_entries(LocalFilesystem(), f"file://{tmp_path}", STREAM, WINDOW)
+    assert entries["2026-11-21T10"].run_id == latest.run_id
+
+
+def test_analysis_tables_and_report(
+    spark: Any,
+    day_archive: tuple[Path, Truth],
+    compacted_day: tuple[Path, RunManifest],
+    tmp_path: Path,
+) -> None:
+    """Volume adds up to the output, duplicates match the manifest, no duplicate remains,
+    lateness and gaps are computed, and the report is written."""
+    archive, truth = day_archive
+    output, manifest = compacted_day
+    job = AnalyseJob(
+        compacted=f"file://{output}",
+        stream=STREAM,
+        window=WINDOW,
+        reports=f"file://{tmp_path}",
+        archive=f"file://{archive}",
+        event_time_pointer="/ts",
+        sequence_pointer="/seq",
+    )
+    found = analyse(spark, job)
+    assert found.records == len(truth.kept)
+    assert found.remaining_duplicates == 0
+    tables = tmp_path / f"stream={STREAM}" / "2026-11-21" / "tables"
+
+    def one(query: str) -> Any:
+        return duckdb.sql(query).fetchall()[0][0]
+
+    assert one(f"select sum(records) from '{tables}/volume/*.parquet'") == len(truth.kept)
+    assert one(f"select sum(transport) from '{tables}/duplicates/*.parquet'") == manifest.total(
+        "transport"
+    )
+    assert one(f"select sum(producer) from '{tables}/duplicates/*.parquet'") == manifest.total(
+        "producer"
+    )
+    whole = duckdb.sql(
+        f"select kind, samples, p50_ms from '{tables}/lateness/*.parquet' "
+        "where hour is null order by kind"
+    ).fetchall()
+    assert [(k, n) for k, n, _ in whole] == [
+        ("event", len(truth.kept)),
+        ("landing", len(truth.kept)),
+    ]
+    event_p50 = whole[0][2]
+    assert 0 < event_p50 < 2_000  # payload ts is 5 ms - 2 s before arrival
+    assert one(f"select sum(missing) from '{tables}/gaps/*.parquet'") == 0
+    assert one(f"select sum(records) from '{tables}/shards/*.parquet'") == len(truth.kept)
+    report = (tmp_path / f"stream={STREAM}" / "2026-11-21" / "report.html").read_text()
+    assert STREAM in report
+    assert "<svg" in report
+
+
+def _landed_file(root: Path, minute: str, shard: str, lines: list[dict[str, Any]]) -> None:
+    folder = root / f"stream={STREAM}" / "dt=2026-11-21" / f"hour={minute[:2]}"
+    folder = folder / f"minute={minute[3:]}" / f"shard={shard}"
+    folder.mkdir(parents=True, exist_ok=True)
+    first, last = lines[0]["sequence_number"], lines[-1]["sequence_number"]
+    body = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    (folder / f"{first}-{last}.jsonl.gz").write_bytes(gzip.compress(body))
+
+
+def test_sequence_gaps_and_reorders_are_counted(spark: Any, tmp_path: Path) -> None:
+    """Producer p sends 1, 2, 5, 4, 6: one gap (3 missing) and one reorder (4 after 5)."""
+    archive, output = tmp_path / "archive", tmp_path / "out"
+    lines = [
+        {
+            "stream": STREAM,
+            "shard_id": "shardId-000000000000",
+            "sequence_number": str(1000 + i),
+            "subsequence_number": 0,
+            "partition_key": "p",
+            "arrival_ts": f"2026-11-21T09:00:0{i}.000Z",
+            "data": {"seq": seq},
+        }
+        for i, seq in enumerate([1, 2, 5, 4, 6])
+    ]
+    _landed_file(archive, "09:00", "shardId-000000000000", lines)
+    compact(spark, _job(archive, output, Window.parse("2026-11-21T09")))
+    job = AnalyseJob(
+        compacted=f"file://{output}",
+        stream=STREAM,
+        window=Window.parse("2026-11-21T09"),
+        reports=f"file://{tmp_path / 'reports'}",
+        sequence_pointer="/seq",
+    )
+    found = analyse(spark, job)
+    assert [(g.producer, g.first, g.last, g.gaps, g.missing, g.reorders) for g in found.gaps] == [
+        ("p", 1, 6, 1, 1, 1)
+    ]
