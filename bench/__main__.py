@@ -18,9 +18,9 @@ from typing import Any
 from bench.machine import describe, machine_facts
 from bench.report import RESULTS, progress, write_results
 
-BENCHMARKS = ("drain", "failover", "hotpath", "latency")
+BENCHMARKS = ("drain", "failover", "hotpath", "latency", "compaction")
 # Modules that expose run(quick) -> dict and render(result) -> str.
-SELF_CONTAINED = ("hotpath", "latency")
+SELF_CONTAINED = ("hotpath", "latency", "compaction")
 
 
 def build_parser() -> argparse.ArgumentParser:

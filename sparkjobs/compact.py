@@ -44,7 +44,6 @@ from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.publish import HourEntry, InputFile, OutputFile
 from sparkjobs.schema import COMPACTED, CORRUPT, LANDED
 from sparkjobs.window import (
-    REL_PATTERN,
     Window,
     hour_folder,
     hour_label,
@@ -56,7 +55,6 @@ from sparkjobs.window import (
 log = structlog.get_logger("sparkjobs.compact")
 
 MiB = 1 << 20
-CAUSES = ("kept", "transport", "producer", "malformed")
 SEQUENCE_DIGITS = 128
 """Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
 as numbers by (length, text): cheaper to carry through a shuffle than padded text."""
@@ -234,6 +232,13 @@ def _check_inputs(
 
 
 # --- the Spark plan -----------------------------------------------------------------
+#
+# One scan, one shuffle. Only what the dedupe needs crosses the shuffle: the key, the
+# order, a file hash for ties, the output columns. Positions are compared after it
+# (lag over the same window), and each task writes its share of every hour, so no
+# second shuffle sizes files: an hour gets as many files as the window has partitions.
+
+_EVENT, _POSITION, _MALFORMED = 0, 1, 2
 
 
 def _read_lines(
@@ -241,19 +246,28 @@ def _read_lines(
     folders: list[str],
     good: list[str],
     recovered: list[tuple[str, str, datetime]],
+    *,
+    tolerant: bool,
 ) -> DataFrame:
-    """Landed lines of the objects in ``good``, plus the lines saved from truncated ones."""
+    """Landed lines of the objects in ``good``, plus the lines saved from truncated ones.
+
+    Not ``tolerant``, a damaged object fails the read (the fast path: nothing is checked
+    up front). ``tolerant``, the reader skips what it cannot decode; the caller has
+    already classified every object and lists only sound ones in ``good``.
+    """
+    path = sf.col("_metadata.file_path")
     read = (
         spark.read.schema(LANDED)
         .option("recursiveFileLookup", "true")
         .option("pathGlobFilter", "*.jsonl.gz")
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", CORRUPT)
-        .option("ignoreCorruptFiles", "true")
+        .option("ignoreCorruptFiles", str(tolerant).lower())
         .json(folders)
         .select(
             "*",
-            sf.regexp_extract(sf.col("_metadata.file_path"), REL_PATTERN, 1).alias("rel"),
+            # dt=…/hour=…/minute=…/shard=…/name: the last five parts, no regex per row.
+            sf.substring_index(path, "/", -5).alias("rel"),
             sf.col("_metadata.file_modification_time").alias("landed_ts"),
         )
     )
@@ -290,95 +304,127 @@ def _problem(stream: str) -> Column:
     )
 
 
-def _label(lines: DataFrame, stream: str, target_hours: list[str]) -> DataFrame:
-    """Every line with its partition, whether it is output, and its fate (``cause``)."""
+def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) -> DataFrame:
+    """Parse, validate and key every line; count malformed ones before the shuffle.
+
+    ``slot`` is the index of the line's hour in ``hours`` (the hours being rewritten),
+    or -1 for a lookback line: small integers keep the per-row work and the per-hour
+    counters cheap.
+    """
+    label = sf.concat(sf.substring("rel", 4, 10), sf.lit("T"), sf.substring("rel", 20, 2))
+    slots = sf.create_map(*[sf.lit(x) for i, hour in enumerate(hours) for x in (hour, i)])
     lines = lines.select(
         "*",
-        sf.try_to_timestamp(sf.col("arrival_ts")).alias("arrival"),
-        sf.regexp_extract(sf.col("rel"), r"^dt=([^/]+)/", 1).alias("dt"),
-        sf.regexp_extract(sf.col("rel"), r"/hour=([^/]+)/", 1).alias("hour"),
-        sf.length(sf.col("sequence_number")).alias("seq_len"),
+        sf.col("arrival_ts").try_cast("timestamp").alias("arrival"),
+        sf.coalesce(slots[label], sf.lit(-1)).alias("slot"),
+    ).withColumn("problem", _problem(stream))
+    malformed = sf.when(sf.col("problem").isNotNull(), sf.col("slot"))
+    lines = lines.observe(
+        observation,
+        *[sf.count(sf.when(malformed == i, 1)).alias(hour) for i, hour in enumerate(hours)],
+        sf.collect_set(sf.when(malformed >= 0, sf.col("rel"))).alias("files"),
     )
-    lines = lines.select(
-        "*",
-        _problem(stream).alias("problem"),
-        sf.concat_ws(
-            "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
-        ).alias("pos"),
-        sf.concat(sf.col("dt"), sf.lit("T"), sf.col("hour")).isin(target_hours).alias("target"),
+    kind = (
+        sf.when(sf.col("problem").isNotNull(), sf.lit(_MALFORMED))
+        .when(sf.col("event_id").isNotNull(), sf.lit(_EVENT))
+        .otherwise(sf.lit(_POSITION))
     )
     key = (
-        sf.when(sf.col("problem").isNotNull(), sf.concat(sf.lit("m:"), sf.col("rel")))
-        .when(sf.col("event_id").isNotNull(), sf.concat(sf.lit("e:"), sf.col("event_id")))
-        .otherwise(sf.concat(sf.lit("p:"), sf.col("pos")))
+        sf.when(sf.col("problem").isNotNull(), sf.col("rel"))
+        .when(sf.col("event_id").isNotNull(), sf.col("event_id"))
+        .otherwise(
+            sf.concat_ws(
+                "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
+            )
+        )
     )
-    order = SparkWindow.partitionBy("dedupe_key").orderBy(
-        "arrival", "shard_id", "seq_len", "sequence_number", "subsequence_number", "rel"
+    return lines.select(
+        kind.alias("kind"),
+        key.alias("key"),
+        "slot",
+        "shard_id",
+        "sequence_number",
+        "subsequence_number",
+        "partition_key",
+        "arrival",
+        "landed_ts",
+        "event_id",
+        "data",
+        sf.length("sequence_number").alias("seq_len"),
+        sf.xxhash64("rel").alias("file"),
     )
-    lines = lines.withColumn("dedupe_key", key)
+
+
+KEPT, TRANSPORT, PRODUCER, MALFORMED = range(4)
+
+
+def _label(prepared: DataFrame, partitions: int) -> DataFrame:
+    """Each line's fate (``cause``): KEPT, TRANSPORT, PRODUCER or MALFORMED.
+
+    Lines sharing a key (event id, else position) are ordered by arrival, shard,
+    sequence number (as a number), subsequence and file; the first is kept. A dropped
+    line at the same position as the line before it is a transport duplicate.
+    """
+    order = SparkWindow.partitionBy("key", "kind").orderBy(
+        "arrival", "shard_id", "seq_len", "sequence_number", "subsequence_number", "file"
+    )
+    same_position = (
+        (sf.lag("shard_id").over(order) == sf.col("shard_id"))
+        & (sf.lag("sequence_number").over(order) == sf.col("sequence_number"))
+        & (sf.lag("subsequence_number").over(order) == sf.col("subsequence_number"))
+    )
     cause = (
-        sf.when(sf.col("problem").isNotNull(), sf.lit("malformed"))
-        .when(sf.row_number().over(order) == 1, sf.lit("kept"))
-        .when(sf.lag("pos").over(order) == sf.col("pos"), sf.lit("transport"))
-        .otherwise(sf.lit("producer"))
+        sf.when(sf.col("kind") == _MALFORMED, sf.lit(MALFORMED))
+        .when(sf.row_number().over(order) == 1, sf.lit(KEPT))
+        .when(same_position, sf.lit(TRANSPORT))
+        .otherwise(sf.lit(PRODUCER))
     )
-    return lines.withColumn("cause", cause)
+    return prepared.repartition(partitions, "key", "kind").withColumn("cause", cause)
 
 
 def _observed(hours: list[str]) -> list[Column]:
     """Per hour and cause counts, gathered while the write runs (no second pass)."""
-    label = sf.concat(sf.col("dt"), sf.lit("T"), sf.col("hour"))
-    counts = [
-        sf.sum(
-            sf.when(sf.col("target") & (label == hour) & (sf.col("cause") == cause), 1).otherwise(0)
-        ).alias(f"{cause}|{hour}")
-        for hour in hours
-        for cause in CAUSES
+    code = sf.when(sf.col("slot") >= 0, sf.col("slot") * 4 + sf.col("cause"))
+    return [
+        sf.count(sf.when(code == i * 4 + cause, 1)).alias(f"{name}|{hour}")
+        for i, hour in enumerate(hours)
+        for cause, name in ((KEPT, "kept"), (TRANSPORT, "transport"), (PRODUCER, "producer"))
     ]
-    bad = sf.collect_set(
-        sf.when(sf.col("target") & (sf.col("cause") == "malformed"), sf.col("rel"))
-    ).alias("malformed_files")
-    return [*counts, bad]
 
 
-def _files_per_hour(sizes: dict[str, int], target_bytes: int) -> dict[str, int]:
-    """How many Parquet files each hour gets: its landed gzip bytes over the target size.
+def _partitions(spark: SparkSession, sizes: dict[str, int], target_bytes: int) -> int:
+    """Partitions of the dedupe, which is also the number of files each hour gets.
 
-    Parquet of the same rows comes out about the size of the level-1 gzip it was read
-    from, so the input size is a fair estimate without counting rows first.
+    Enough for the biggest hour to come out near the target size (Parquet of these
+    rows is about the size of the level-1 gzip it came from), and at least one per core.
     """
-    return {hour: max(1, math.ceil(size / target_bytes)) for hour, size in sizes.items()}
+    biggest = max(sizes.values(), default=0)
+    return max(spark.sparkContext.defaultParallelism, math.ceil(biggest / target_bytes), 1)
 
 
 def _write(
-    labeled: DataFrame,
-    job: CompactJob,
-    run_dir: str,
-    files_per_hour: dict[str, int],
-    observation: Any,
+    labeled: DataFrame, job: CompactJob, run_dir: str, hours: list[str], observation: Any
 ) -> None:
-    kept = labeled.observe(observation, *_observed(sorted(files_per_hour))).filter(
-        sf.col("target") & (sf.col("cause") == "kept")
+    kept = labeled.observe(observation, *_observed(hours)).filter(
+        (sf.col("slot") >= 0) & (sf.col("cause") == KEPT)
     )
-    buckets = sf.create_map(*[sf.lit(x) for hour, n in files_per_hour.items() for x in (hour, n)])
-    label = sf.concat(sf.col("dt"), sf.lit("T"), sf.col("hour"))
-    bucket = sf.pmod(
-        sf.xxhash64("shard_id", "sequence_number", "subsequence_number"), buckets[label]
-    )
+    slot = sf.col("slot") + 1
     columns = [
-        sf.col(f.name) if f.name != "arrival_ts" else sf.col("arrival").alias("arrival_ts")
-        for f in COMPACTED.fields
+        sf.lit(job.stream).alias("stream"),
+        *(sf.col(f.name) for f in COMPACTED.fields if f.name not in ("stream", "arrival_ts")),
+        sf.col("arrival").alias("arrival_ts"),
     ]
-    out = (
-        kept.select(*columns, "dt", "hour", "seq_len", bucket.alias("bucket"))
-        .repartition(sum(files_per_hour.values()), "dt", "hour", "bucket")
-        .sortWithinPartitions(
-            "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
-        )
-        .drop("seq_len", "bucket")
+    out = kept.select(
+        *columns,
+        sf.element_at(sf.array(*[sf.lit(h[:10]) for h in hours]), slot).alias("dt"),
+        sf.element_at(sf.array(*[sf.lit(h[11:]) for h in hours]), slot).alias("hour"),
+        "seq_len",
+    ).sortWithinPartitions(
+        "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
     )
     (
-        out.write.mode("errorifexists")
+        out.select(*(f.name for f in COMPACTED.fields), "dt", "hour")
+        .write.mode("errorifexists")
         .option("compression", job.compression)
         .partitionBy("dt", "hour")
         .parquet(run_dir)
@@ -392,7 +438,7 @@ def _malformed_detail(
     if not rels:
         return []
     labeled = lines.filter(sf.col("rel").isin(rels)).select(
-        "*", sf.try_to_timestamp(sf.col("arrival_ts")).alias("arrival")
+        "*", sf.col("arrival_ts").try_cast("timestamp").alias("arrival")
     )
     rows = (
         labeled.select("rel", _problem(stream).alias("problem"))
@@ -403,6 +449,47 @@ def _malformed_detail(
         .collect()
     )
     return [BadFile(r["rel"], "malformed", int(r["count"]), str(r["problem"])) for r in rows]
+
+
+class _Plan:
+    """The Spark side of one run: read, label, write; the counts it observed."""
+
+    def __init__(  # noqa: PLR0917 - the run's fixed facts
+        self,
+        spark: SparkSession,
+        job: CompactJob,
+        folders: list[str],
+        hours: list[str],
+        partitions: int,
+        run_dir: str,
+    ) -> None:
+        self.spark, self.job, self.folders = spark, job, folders
+        self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
+
+    def run(
+        self, good: list[str], saved: list[tuple[str, str, datetime]], *, tolerant: bool
+    ) -> dict[str, Any]:
+        """Compact ``good`` objects and ``saved`` lines; the counts by cause and hour."""
+        if not good and not saved:
+            return {}
+        lines = _read_lines(self.spark, self.folders, good, saved, tolerant=tolerant)
+        before = Observation("malformed")
+        after = Observation("causes")
+        prepared = _prepare(lines, self.job.stream, self.hours, before)
+        _write(_label(prepared, self.partitions), self.job, self.run_dir, self.hours, after)
+        found = dict(after.get)
+        malformed = before.get
+        for hour in self.hours:
+            found[f"malformed|{hour}"] = malformed[hour]
+        found["malformed_files"] = list(malformed["files"] or [])
+        self._lines = lines
+        return found
+
+    def malformed_detail(self, rels: list[str]) -> list[BadFile]:
+        """Per file and reason counts of malformed lines (only those files read again)."""
+        if not rels:
+            return []
+        return _malformed_detail(self.spark, self._lines, self.job.stream, rels)
 
 
 # --- the job ------------------------------------------------------------------------
@@ -451,47 +538,51 @@ def compact(
         }
     )
 
-    mark = time.monotonic()
-    checks = _check_inputs(spark, folders) if folders else {}
-    manifest.timings["check_s"] = round(time.monotonic() - mark, 3)
-    good: list[str] = []
-    saved: list[tuple[str, str, datetime]] = []
-    for rel, item in sorted(read_files.items()):
-        status, count, reason, recovered = checks.get(
-            rel, ("corrupt", 0, "vanished before it was read", [])
-        )
-        if status == "ok":
-            good.append(rel)
-            continue
-        manifest.bad_files.append(BadFile(rel, status, count, reason))
-        if status == "truncated":
-            when = datetime.fromtimestamp(item.modified_ms / 1000, UTC)
-            saved.extend((rel, line, when) for line in recovered)
-
     hour_stats = {
         h: HourStats(
             h,
-            input_files=sum(1 for f in by_hour.get(_start(h), [])),
+            input_files=len(by_hour.get(_start(h), [])),
             input_bytes=sum(f.size for f in by_hour.get(_start(h), [])),
         )
         for h in stale
     }
-    files_per_hour = _files_per_hour(
-        {h: s.input_bytes for h, s in hour_stats.items()}, job.target_file_bytes
+    partitions = _partitions(
+        spark, {h: s.input_bytes for h, s in hour_stats.items()}, job.target_file_bytes
     )
     run_dir = join(job.target, "_runs", run_id)
+    plan = _Plan(spark, job, folders, stale, partitions, run_dir)
 
     mark = time.monotonic()
-    lines = _read_lines(spark, folders, good, saved)
-    metrics: dict[str, Any] = {}
-    if good or saved:
-        observation = Observation(f"compact-{run_id}")
+    metrics: dict[str, Any] | None = None
+    if all(f.size for f in read_files.values()):
+        # Fast path: read everything, trusting the gzip streams; a damaged one fails it.
         try:
-            _write(_label(lines, job.stream, stale), job, run_dir, files_per_hour, observation)
+            metrics = plan.run(sorted(read_files), [], tolerant=False)
+        except Exception as exc:  # any failure: check every object, then retry
+            fs.delete(run_dir)
+            bind.warning("read failed; checking every input object", error=str(exc)[:500])
+    if metrics is None:
+        checked = time.monotonic()
+        checks = _check_inputs(spark, folders) if folders else {}
+        manifest.timings["check_s"] = round(time.monotonic() - checked, 3)
+        good: list[str] = []
+        saved: list[tuple[str, str, datetime]] = []
+        for rel, item in sorted(read_files.items()):
+            status, count, reason, recovered = checks.get(
+                rel, ("corrupt", 0, "vanished before it was read", [])
+            )
+            if status == "ok":
+                good.append(rel)
+                continue
+            manifest.bad_files.append(BadFile(rel, status, count, reason))
+            if status == "truncated":
+                when = datetime.fromtimestamp(item.modified_ms / 1000, UTC)
+                saved.extend((rel, line, when) for line in recovered)
+        try:
+            metrics = plan.run(good, saved, tolerant=True)
         except Exception as exc:
             fs.delete(run_dir)
-            raise CompactionError(f"writing {job.window.label} failed: {exc}") from exc
-        metrics = observation.get
+            raise CompactionError(f"compacting {job.window.label} failed: {exc}") from exc
     manifest.timings["compact_s"] = round(time.monotonic() - mark, 3)
     for hour, stats in hour_stats.items():
         stats.output_rows = int(metrics.get(f"kept|{hour}", 0))
@@ -499,8 +590,7 @@ def compact(
         stats.producer = int(metrics.get(f"producer|{hour}", 0))
         stats.malformed = int(metrics.get(f"malformed|{hour}", 0))
         stats.input_rows = stats.output_rows + stats.transport + stats.producer + stats.malformed
-    malformed_files = sorted(str(rel) for rel in metrics.get("malformed_files") or [])
-    manifest.bad_files.extend(_malformed_detail(spark, lines, job.stream, malformed_files))
+    manifest.bad_files.extend(plan.malformed_detail(sorted(metrics.get("malformed_files", []))))
 
     if job.strict and manifest.bad_files:
         fs.delete(run_dir)

@@ -107,7 +107,3 @@ def landed(path: str) -> Landed | None:
     rel, day, hour, minute = match.groups()
     year, month, dom = (int(p) for p in day.split("-"))
     return Landed(rel, datetime(year, month, dom, int(hour), int(minute), tzinfo=UTC))
-
-
-REL_PATTERN = _REL.pattern
-"""The same pattern for Spark's ``regexp_extract`` (group 1 is the relative key)."""
