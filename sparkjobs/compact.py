@@ -5,12 +5,14 @@ The job, for a stream and a window (a day or an hour):
 1. lists the window's hour folders (and the lookback minutes before each) and compares
    each hour's inputs with what is published: only *stale* hours (never compacted, or
    with late files since) are read and rewritten;
-2. checks every input object's gzip stream (:mod:`sparkjobs.integrity`): truncated
-   objects give up their complete lines, corrupt ones are left out, both are reported;
-3. reads the lines with an explicit schema and dedupes in one window step: records
-   sharing an event id, or a position when they have none, keep the earliest arrival.
-   A dropped copy at the same position as the copy before it is a *transport*
-   duplicate (a replayed landing), any other a *producer* duplicate (a retried put);
+2. reads the lines with an explicit schema, trusting the gzip streams: a damaged one
+   fails the read, and only then is every object checked (:mod:`sparkjobs.integrity`)
+   and the window read again: truncated objects give up their complete lines, corrupt
+   ones are left out, both are reported;
+3. dedupes in one window step: records sharing an event id, or a position when they
+   have none, keep the earliest arrival. A dropped copy at the same position as the
+   copy before it is a *transport* duplicate (a replayed landing), any other a
+   *producer* duplicate (a retried put);
 4. writes Parquet partitioned by ``dt``/``hour`` into a folder of its own, then the
    run's manifest, then the pointer that publishes it (:mod:`sparkjobs.publish`).
 

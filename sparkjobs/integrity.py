@@ -1,8 +1,9 @@
 """Is a landed object a whole gzip stream? Decided in Python, file by file.
 
 Spark's reader, told to survive bad files, stops at the first error in a file without
-saying so: a truncated object quietly yields fewer records. So every input object is
-checked here first (zlib in C, output discarded) and classified:
+saying so: a truncated object quietly yields fewer records. So when a strict read of a
+window fails, every input object is checked here (zlib in C, output discarded) and
+classified:
 
 - ``ok``: one or more complete gzip members, checksums right, nothing after them.
 - ``truncated``: the bytes stop before the stream ends. Every byte decoded so far is
