@@ -240,7 +240,8 @@ def _check_inputs(
 # (lag over the same window), and each task writes its share of every hour, so no
 # second shuffle sizes files: an hour gets as many files as the window has partitions.
 
-_EVENT, _POSITION, _MALFORMED = 0, 1, 2
+_BY_EVENT, _BY_POSITION, _BAD_LINE = 0, 1, 2
+"""What a line's dedupe key is: its event id, its position, or (malformed) its file."""
 
 
 def _read_lines(
@@ -327,9 +328,9 @@ def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) 
         sf.collect_set(sf.when(malformed >= 0, sf.col("rel"))).alias("files"),
     )
     kind = (
-        sf.when(sf.col("problem").isNotNull(), sf.lit(_MALFORMED))
-        .when(sf.col("event_id").isNotNull(), sf.lit(_EVENT))
-        .otherwise(sf.lit(_POSITION))
+        sf.when(sf.col("problem").isNotNull(), sf.lit(_BAD_LINE))
+        .when(sf.col("event_id").isNotNull(), sf.lit(_BY_EVENT))
+        .otherwise(sf.lit(_BY_POSITION))
     )
     key = (
         sf.when(sf.col("problem").isNotNull(), sf.col("rel"))
@@ -376,7 +377,7 @@ def _label(prepared: DataFrame, partitions: int) -> DataFrame:
         & (sf.lag("subsequence_number").over(order) == sf.col("subsequence_number"))
     )
     cause = (
-        sf.when(sf.col("kind") == _MALFORMED, sf.lit(MALFORMED))
+        sf.when(sf.col("kind") == _BAD_LINE, sf.lit(MALFORMED))
         .when(sf.row_number().over(order) == 1, sf.lit(KEPT))
         .when(same_position, sf.lit(TRANSPORT))
         .otherwise(sf.lit(PRODUCER))
@@ -467,6 +468,7 @@ class _Plan:
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
+        self._lines: DataFrame | None = None
 
     def run(
         self, good: list[str], saved: list[tuple[str, str, datetime]], *, tolerant: bool
@@ -489,7 +491,7 @@ class _Plan:
 
     def malformed_detail(self, rels: list[str]) -> list[BadFile]:
         """Per file and reason counts of malformed lines (only those files read again)."""
-        if not rels:
+        if not rels or self._lines is None:
             return []
         return _malformed_detail(self.spark, self._lines, self.job.stream, rels)
 

@@ -46,6 +46,3 @@ COMPACTED = StructType(
     ]
 )
 """A compacted row (``dt`` and ``hour`` are the partition folders, not columns)."""
-
-POSITION = ("shard_id", "sequence_number", "subsequence_number")
-"""A record's position in the stream: unique per record, the same in every copy."""
