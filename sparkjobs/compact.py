@@ -360,6 +360,10 @@ def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) 
 
 KEPT, TRANSPORT, PRODUCER, MALFORMED = range(4)
 
+UNIQUE_COLUMNS = ("sequence_number", "event_id", "arrival_ts", "data")
+"""Columns (nearly) unique per row: a dictionary is built for each page and thrown away.
+Without one a day compacts with ~25% less CPU into files ~2% larger."""
+
 
 def _label(prepared: DataFrame, partitions: int) -> DataFrame:
     """Each line's fate (``cause``): KEPT, TRANSPORT, PRODUCER or MALFORMED.
@@ -425,13 +429,14 @@ def _write(
     ).sortWithinPartitions(
         "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
     )
-    (
+    writer = (
         out.select(*(f.name for f in COMPACTED.fields), "dt", "hour")
         .write.mode("errorifexists")
         .option("compression", job.compression)
-        .partitionBy("dt", "hour")
-        .parquet(run_dir)
     )
+    for column in UNIQUE_COLUMNS:
+        writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
+    writer.partitionBy("dt", "hour").parquet(run_dir)
 
 
 def _malformed_detail(
