@@ -101,6 +101,7 @@ async def _run(settings: Settings) -> int:
         loop.add_signal_handler(signum, stop.set)
 
     from consumer.aws import Clients
+    from consumer.health import HealthServer
     from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.metrics import LanderMetrics
@@ -122,13 +123,30 @@ async def _run(settings: Settings) -> int:
             DynamoLeaseStore(clients.dynamodb, settings.lease_table),
             KinesisStream(clients.kinesis, settings.stream),
             factory,
+            metrics=context.metrics,
         )
+        server = None
+        if settings.metrics_port is not None:
+            server = HealthServer(
+                context.metrics, worker.health, settings.metrics_host, settings.metrics_port
+            )
+            try:
+                await server.start()
+            except OSError as exc:
+                print(
+                    f"lander: LANDER_METRICS_PORT {settings.metrics_port} on "
+                    f"{settings.metrics_host}: {exc.strerror or exc}",
+                    file=sys.stderr,
+                )
+                return 2
         tune_gc()
         stopper = asyncio.create_task(_stop_when(stop, worker))
         try:
             await worker.run()
         finally:
             stopper.cancel()
+            if server is not None:
+                await server.stop()
     return 0
 
 

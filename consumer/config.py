@@ -120,9 +120,26 @@ class Settings(BaseSettings):
         description="Per shard, drop a record whose event id was among this many recent "
         "ones (0: off; the compaction job removes producer duplicates anyway).",
     )
-    metrics_port: int | None = Field(default=None, ge=0, le=65535)
-    log_format: Literal["auto", "json", "console"] = "auto"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Serve /metrics, /healthz and /readyz on this port (unset: off; 0: any "
+        "free port, logged).",
+    )
+    metrics_host: str = Field(
+        default="127.0.0.1",
+        description="Address the metrics server binds; 0.0.0.0 in a container so that the "
+        "orchestrator and Prometheus reach it.",
+    )
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto",
+        description="json: one JSON object a line; console: readable columns; auto: json "
+        "unless stderr is a terminal.",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level logged."
+    )
 
     @field_validator("stream")
     @classmethod

@@ -1,17 +1,100 @@
-"""Prometheus metrics of one worker, in a registry of its own (served by issue 5's
-endpoint, read directly by tests)."""
+"""Prometheus metrics of one worker, in a registry of its own.
+
+Served on ``/metrics`` by :mod:`consumer.health` when ``LANDER_METRICS_PORT`` is set,
+and read directly by tests. Series are per shard where an operator acts per shard
+(lag, throttles, what landed); lease events are per worker.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+import contextlib
+from importlib import metadata
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# GetRecords answers in tens of milliseconds when healthy and seconds when throttled
+# or far behind; the buckets cover both ends.
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def version() -> str:
+    """The installed package version ("unknown" when run from a bare checkout)."""
+    try:
+        return metadata.version("kinesis-lander")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class LanderMetrics:
-    """Counters a user watches: what landed, what was dropped and why, what failed."""
+    """The series a user watches: lag, leases, what landed, what was dropped and why."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # -- worker and leases --------------------------------------------------------
+        self.worker_info = Gauge(
+            "lander_worker_info",
+            "Always 1; labels name the worker.",
+            ["worker_id", "version"],
+            registry=r,
+        )
+        self.leases_held = Gauge("lander_leases_held", "Leases this worker holds.", registry=r)
+        self.leases_taken = Counter(
+            "lander_leases_taken",
+            "Leases taken, by how: new (no owner), expired (owner stopped renewing), "
+            "handoff (given to this worker by its owner).",
+            ["how"],
+            registry=r,
+        )
+        self.leases_stolen = Counter(
+            "lander_leases_stolen",
+            "Hand-offs this worker asked of a live owner to balance the load.",
+            registry=r,
+        )
+        self.leases_lost = Counter(
+            "lander_leases_lost",
+            "Leases taken from this worker without its release (expired or fenced out).",
+            registry=r,
+        )
+        self.leases_released = Counter(
+            "lander_leases_released",
+            "Leases this worker gave up, by why: shutdown, handoff, shard_end.",
+            ["why"],
+            registry=r,
+        )
+        # -- reading ------------------------------------------------------------------
+        self.records_read = Counter(
+            "lander_records_read",
+            "User records read from the stream (after de-aggregation).",
+            ["shard_id"],
+            registry=r,
+        )
+        self.millis_behind = Gauge(
+            "lander_millis_behind_latest",
+            "MillisBehindLatest of the shard's last GetRecords (0: caught up).",
+            ["shard_id"],
+            registry=r,
+        )
+        self.getrecords_seconds = Histogram(
+            "lander_getrecords_seconds",
+            "GetRecords latency, successful or not.",
+            ["shard_id"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.getrecords_throttles = Counter(
+            "lander_getrecords_throttles",
+            "GetRecords calls refused for throughput (ProvisionedThroughputExceeded).",
+            ["shard_id"],
+            registry=r,
+        )
+        self.getrecords_errors = Counter(
+            "lander_getrecords_errors",
+            "GetRecords calls that failed otherwise, by error class.",
+            ["shard_id", "error"],
+            registry=r,
+        )
+        # -- landing ------------------------------------------------------------------
         self.records_landed = Counter(
             "lander_records_landed", "User records landed.", ["shard_id"], registry=r
         )
@@ -59,3 +142,9 @@ class LanderMetrics:
     def value(self, name: str, **labels: str) -> float:
         """A counter's current value (0 if never incremented)."""
         return self.registry.get_sample_value(f"{name}_total", labels) or 0.0
+
+    def forget_shard(self, shard_id: str) -> None:
+        """Drop the shard's gauge once this worker no longer reads it, so a lag
+        reported by a worker that lost the shard does not linger as a flat line."""
+        with contextlib.suppress(KeyError):
+            self.millis_behind.remove(shard_id)

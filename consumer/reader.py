@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -24,10 +25,15 @@ from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import (
     IteratorExpiredError,
     KinesisRecord,
+    RecordsPage,
     StartAt,
     StreamClient,
     StreamError,
+    ThrottledError,
 )
+
+if TYPE_CHECKING:
+    from consumer.metrics import LanderMetrics
 
 log = structlog.get_logger("consumer.reader")
 
@@ -58,8 +64,10 @@ class ShardReader:
         idle_seconds: float = 1.0,
         stopping: asyncio.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: LanderMetrics | None = None,
     ) -> None:
         self.stream = stream
+        self.metrics = metrics
         self.shard_id = shard_id
         self.limit = limit
         self.idle_seconds = idle_seconds
@@ -86,7 +94,7 @@ class ShardReader:
                 if iterator is None:
                     iterator = await self.stream.get_iterator(self.shard_id, self.resume_point())
                 await self._pace()
-                page = await self.stream.get_records(iterator, self.limit)
+                page = await self._get_records(iterator)
             except IteratorExpiredError:
                 self._log.info("shard iterator expired; reopening", position=str(self.last))
                 iterator = None
@@ -114,6 +122,28 @@ class ShardReader:
             if not page.records and not page.millis_behind:
                 await self._nap(self.idle_seconds)
 
+    async def _get_records(self, iterator: str) -> RecordsPage:
+        if self.metrics is None:
+            return await self.stream.get_records(iterator, self.limit)
+        started = time.perf_counter()
+        try:
+            page = await self.stream.get_records(iterator, self.limit)
+        except ThrottledError:
+            self.metrics.getrecords_throttles.labels(self.shard_id).inc()
+            raise
+        except IteratorExpiredError:
+            raise
+        except StreamError as exc:
+            self.metrics.getrecords_errors.labels(self.shard_id, type(exc).__name__).inc()
+            raise
+        finally:
+            self.metrics.getrecords_seconds.labels(self.shard_id).observe(
+                time.perf_counter() - started
+            )
+        if page.millis_behind is not None:
+            self.metrics.millis_behind.labels(self.shard_id).set(page.millis_behind)
+        return page
+
     def _unpack(self, raw: list[KinesisRecord]) -> list[Record]:
         floor = self.last
         records: list[Record] = []
@@ -123,6 +153,8 @@ class ShardReader:
                     records.append(record)
         if records:
             self.last = records[-1].position
+            if self.metrics is not None:
+                self.metrics.records_read.labels(self.shard_id).inc(len(records))
         return records
 
     async def _pace(self) -> None:

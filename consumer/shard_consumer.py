@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -28,6 +29,9 @@ from consumer.processor import (
 from consumer.reader import Batch, ShardReader
 from consumer.sequence import Position
 from consumer.stream import StreamClient
+
+if TYPE_CHECKING:
+    from consumer.metrics import LanderMetrics
 
 log = structlog.get_logger("consumer.shard")
 
@@ -64,6 +68,7 @@ class ShardConsumer:
         timestamp: datetime | None = None,
         limit: int = 10_000,
         idle_seconds: float = 1.0,
+        metrics: LanderMetrics | None = None,
     ) -> None:
         self.shard_id = shard_id
         self.coordinator = coordinator
@@ -79,6 +84,7 @@ class ShardConsumer:
             limit=limit,
             idle_seconds=idle_seconds,
             stopping=self.stopping,
+            metrics=metrics,
         )
         start = coordinator.lease(shard_id).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None
@@ -120,6 +126,8 @@ class ShardConsumer:
                 await self.coordinator.ensure_valid(self.shard_id)
                 if batch.records:
                     self.delivered = batch.records[-1].position
+                if batch.millis_behind is not None:
+                    self.coordinator.lag_ms[self.shard_id] = batch.millis_behind
                 await self.processor.process_records(
                     ProcessRecordsInput(batch.records, self.checkpointer, batch.millis_behind)
                 )

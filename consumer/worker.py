@@ -19,7 +19,9 @@ import asyncio
 import contextlib
 import gc
 import random
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import structlog
 from botocore.exceptions import BotoCoreError, ClientError
@@ -28,6 +30,7 @@ from consumer.aws import backoff
 from consumer.config import Settings
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.store import LeaseStore, TableMissingError
+from consumer.metrics import LanderMetrics, version
 from consumer.processor import ProcessorFactory
 from consumer.shard_consumer import Outcome, ShardConsumer
 from consumer.shards import ShardSyncer
@@ -45,6 +48,15 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What ``/healthz`` and ``/readyz`` answer, with details for a person."""
+
+    alive: bool
+    ready: bool
+    detail: dict[str, object] = field(default_factory=dict)
+
+
 class Worker:
     """Consumes a stream's shards in cooperation with the other workers of the table."""
 
@@ -56,8 +68,10 @@ class Worker:
         processor_factory: ProcessorFactory,
         *,
         rng: random.Random | None = None,
+        metrics: LanderMetrics | None = None,
     ) -> None:
         self.settings = settings
+        self.metrics = metrics or LanderMetrics()
         self.worker_id = settings.worker_id
         self.stream = stream
         self.store = store
@@ -68,7 +82,10 @@ class Worker:
             settings.failover_seconds,
             settings.renew_interval,
             rng=rng,
+            metrics=self.metrics,
         )
+        self.metrics.leases_held.set_function(lambda: len(self.coordinator.held))
+        self.metrics.worker_info.labels(self.worker_id, version()).set(1)
         initial, self._timestamp = settings.start_position
         self.syncer = ShardSyncer(stream, store, initial)
         self.consumers: dict[str, ShardConsumer] = {}
@@ -77,6 +94,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._synced = asyncio.Event()
         self._sync_now = asyncio.Event()
+        self._running = False
+        self._last_contact: float | None = None
         self._log = log.bind(worker_id=self.worker_id)
 
     # -- lifecycle -----------------------------------------------------------------
@@ -87,8 +106,36 @@ class Worker:
             self._log.info("shutdown requested")
         self._stopping.set()
 
+    def health(self) -> Health:
+        """Liveness and readiness, for ``/healthz`` and ``/readyz``.
+
+        Alive while the supervising loops run. Ready once the shards were listed, while
+        the lease table answered within the failover time (a worker that cannot reach
+        it is about to lose its leases) and until a shutdown begins.
+        """
+        age = None if self._last_contact is None else time.monotonic() - self._last_contact
+        reachable = age is not None and age < self.settings.failover_seconds
+        ready = self._running and self._synced.is_set() and reachable
+        ready = ready and not self._stopping.is_set()
+        detail: dict[str, object] = {
+            "worker_id": self.worker_id,
+            "running": self._running,
+            "synced": self._synced.is_set(),
+            "stopping": self._stopping.is_set(),
+            "lease_table_contact_seconds_ago": None if age is None else round(age, 3),
+            "leases_held": sorted(self.coordinator.held),
+        }
+        return Health(alive=self._running, ready=ready, detail=detail)
+
     async def run(self) -> None:
         """Run until :meth:`request_stop`; re-raise a loop's unexpected failure."""
+        self._running = True
+        try:
+            await self._run()
+        finally:
+            self._running = False
+
+    async def _run(self) -> None:
         await self.store.ensure_table()
         self._log.info(
             "worker started",
@@ -145,6 +192,7 @@ class Worker:
         while True:
             try:
                 await one_pass()
+                self._last_contact = time.monotonic()
             except TRANSIENT as exc:
                 self._log.warning(f"{name} pass failed", error=repr(exc)[:500])
             await asyncio.sleep(delay())
@@ -182,6 +230,7 @@ class Worker:
             try:
                 leases = await self.coordinator.read_table()
                 self.coordinator.listed_shards = await self.syncer.sync(leases)
+                self._last_contact = time.monotonic()
                 failures = 0
                 self._synced.set()
             except TRANSIENT as exc:
@@ -249,6 +298,7 @@ class Worker:
                 timestamp=self._timestamp,
                 limit=self.settings.max_records_per_call,
                 idle_seconds=self.settings.poll_idle_seconds,
+                metrics=self.metrics,
             )
             if self._stopping.is_set() or held.handoff_to:
                 consumer.request_stop()
@@ -284,7 +334,7 @@ class Worker:
         if outcome is Outcome.LOST or key in self._lost:
             self.coordinator.forget(key)
             return
-        await self.coordinator.give_up(key)
+        await self.coordinator.give_up(key, "shard_end" if outcome is Outcome.ENDED else "shutdown")
         if outcome is Outcome.ENDED:
             self._sync_now.set()
 

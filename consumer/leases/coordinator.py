@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -29,6 +30,9 @@ from consumer.leases.decisions import (
 from consumer.leases.model import Lease, LeaseLostError
 from consumer.leases.store import LeaseStore, TableMissingError
 from consumer.sequence import Checkpoint
+
+if TYPE_CHECKING:
+    from consumer.metrics import LanderMetrics
 
 log = structlog.get_logger("consumer.leases")
 
@@ -64,8 +68,12 @@ class LeaseCoordinator:
         *,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        metrics: LanderMetrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics
+        self.lag_ms: dict[str, int] = {}
+        """The last MillisBehindLatest per held shard, reported with each heartbeat."""
         self.worker_id = worker_id
         self.failover = failover
         self.renew_interval = renew_interval
@@ -136,6 +144,8 @@ class LeaseCoordinator:
         if plan.handoff is not None and await self.store.request_handoff(
             plan.handoff, self.worker_id
         ):
+            if self.metrics is not None:
+                self.metrics.leases_stolen.inc()
             self._log.info(
                 "lease hand-off requested",
                 shard_id=plan.handoff.key,
@@ -159,6 +169,9 @@ class LeaseCoordinator:
             return None
         self.held[taken.key] = HeldLease(taken, started)
         expired = lease.owner not in (None, self.worker_id)
+        if self.metrics is not None:
+            how = "new" if lease.owner is None else "expired" if expired else "handoff"
+            self.metrics.leases_taken.labels(how).inc()
         self._log.info(
             "lease taken",
             shard_id=taken.key,
@@ -195,7 +208,7 @@ class LeaseCoordinator:
             self._check(held)
             started = self.clock()
             try:
-                held.lease = await self.store.renew(held.lease)
+                held.lease = await self.store.renew(held.lease, self.lag_ms.get(key))
             except LeaseLostError as exc:
                 self._mark_lost(key, exc.reason)
                 raise
@@ -233,28 +246,34 @@ class LeaseCoordinator:
             held.renewed_at = started
             return held.lease
 
-    async def give_up(self, key: str) -> None:
+    async def give_up(self, key: str, why: str = "shutdown") -> None:
         """Hand the lease to whoever asked for it, or release it; forget it either way."""
         held = self.held.get(key)
         if held is None or held.lost:
-            self.held.pop(key, None)
+            self.forget(key)
             return
         async with held.lock:
             try:
                 if held.handoff_to is not None and held.handoff_to != self.worker_id:
                     await self.store.transfer(held.lease, held.handoff_to)
                     self._log.info("lease handed off", shard_id=key, to=held.handoff_to)
+                    why = "handoff"
                 else:
                     await self.store.release(held.lease)
                     self._log.info("lease released", shard_id=key)
+                if self.metrics is not None:
+                    self.metrics.leases_released.labels(why).inc()
             except LeaseLostError:
                 self._log.info("lease already lost at release", shard_id=key)
             finally:
-                self.held.pop(key, None)
+                self.forget(key)
 
     def forget(self, key: str) -> None:
-        """Drop a lease from what this worker holds (after it was lost)."""
+        """Drop a lease from what this worker holds (after it was lost or given up)."""
         self.held.pop(key, None)
+        self.lag_ms.pop(key, None)
+        if self.metrics is not None:
+            self.metrics.forget_shard(key)
 
     def lease(self, key: str) -> Lease:
         """The latest known state of a held lease."""
@@ -275,3 +294,5 @@ class LeaseCoordinator:
         if held is not None and not held.lost:
             held.lost = True
             self._log.warning("lease lost", shard_id=key, reason=reason)
+            if self.metrics is not None:
+                self.metrics.leases_lost.inc()

@@ -5,6 +5,7 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
     leaseKey (S, hash key)  leaseOwner (S)  leaseCounter (N)
     checkpoint (S)  checkpointSubSequenceNumber (N)  ownerSwitchesSinceCheckpoint (N)
     parentShardId (SS)  handoffTo (S, the lander's graceful-steal request)
+    lastUpdateMs (N)  millisBehindLatest (N)   (informational, for `lander status`)
 
 The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write it.
 """
@@ -12,6 +13,7 @@ The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write i
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
@@ -117,9 +119,15 @@ class DynamoLeaseStore:
             owned=lease.owner is not None,
         )
 
-    async def renew(self, lease: Lease) -> Lease:
+    async def renew(self, lease: Lease, lag_ms: int | None = None) -> Lease:
         """Counter + 1, returning the item as it now is (hand-off requests included)."""
-        return await self._update(lease, "SET leaseCounter = :next", {})
+        if lag_ms is None:
+            return await self._update(lease, "SET leaseCounter = :next", {})
+        return await self._update(
+            lease,
+            "SET leaseCounter = :next, millisBehindLatest = :lag",
+            {":lag": {"N": str(lag_ms)}},
+        )
 
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
         """Record progress, fenced."""
@@ -178,6 +186,9 @@ class DynamoLeaseStore:
         }
         if ":one" in expression:
             values[":one"] = {"N": "1"}
+        # Every write stamps the wall clock, for people reading the table (status).
+        expression = expression.replace("SET ", "SET lastUpdateMs = :now, ", 1)
+        values[":now"] = {"N": str(time.time_ns() // 1_000_000)}
         if owned:
             values[":owner"] = {"S": lease.owner or ""}
         else:
@@ -215,4 +226,11 @@ def lease_from_item(item: Item) -> Lease:
         owner_switches=int(item.get("ownerSwitchesSinceCheckpoint", {}).get("N", "0")),
         parents=frozenset(item.get("parentShardId", {}).get("SS", [])),
         handoff_to=item.get("handoffTo", {}).get("S"),
+        updated_ms=_optional_int(item, "lastUpdateMs"),
+        lag_ms=_optional_int(item, "millisBehindLatest"),
     )
+
+
+def _optional_int(item: Item, name: str) -> int | None:
+    raw = item.get(name, {}).get("N")
+    return None if raw is None else int(raw)

@@ -15,6 +15,8 @@ class Lease:
     ``leaseCounter``, ``checkpoint``, ...), so a table left by a KCL application can be
     adopted. ``handoff_to`` is the lander's own: a worker that wants to steal this lease
     writes its id there and the owner hands the lease over after a checkpoint.
+    ``updated_ms`` and ``lag_ms`` (``lastUpdateMs``, ``millisBehindLatest``) are for
+    people reading the table; no decision uses them.
     """
 
     key: str
@@ -24,6 +26,11 @@ class Lease:
     owner_switches: int = 0
     parents: frozenset[str] = field(default_factory=frozenset)
     handoff_to: str | None = None
+    updated_ms: int | None = field(default=None, compare=False)
+    """Wall-clock time (epoch ms) of the last write, for ``lander status`` only: expiry
+    never reads it (workers judge expiry by counters on their own monotonic clocks)."""
+    lag_ms: int | None = field(default=None, compare=False)
+    """MillisBehindLatest the owner last reported with a heartbeat (informational)."""
 
     @property
     def finished(self) -> bool:

@@ -33,8 +33,9 @@ class LeaseStore(Protocol):
     async def take(self, lease: Lease, owner: str) -> Lease:
         """Become the owner, if the lease is still as observed (counter and owner)."""
 
-    async def renew(self, lease: Lease) -> Lease:
-        """Heartbeat: counter + 1. The returned lease shows any hand-off request."""
+    async def renew(self, lease: Lease, lag_ms: int | None = None) -> Lease:
+        """Heartbeat: counter + 1, recording the owner's lag if known. The returned
+        lease shows any hand-off request."""
 
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
         """Record progress, fenced by counter and owner; counter + 1."""

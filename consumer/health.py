@@ -1,0 +1,92 @@
+"""``/metrics``, ``/healthz`` and ``/readyz`` on one small asyncio HTTP server.
+
+A worker serves them when ``LANDER_METRICS_PORT`` is set (0 picks a free port, which is
+logged). The server runs on the worker's event loop, so an answer from ``/healthz``
+also proves the loop is not stalled. Requests are tiny and answered with
+``Connection: close``; anything slow or malformed is dropped after a short timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from consumer.metrics import LanderMetrics
+    from consumer.worker import Health
+
+log = structlog.get_logger("consumer.health")
+
+_READ_TIMEOUT = 5.0
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+class HealthServer:
+    """Serves one worker's metrics registry and health checks."""
+
+    def __init__(
+        self, metrics: LanderMetrics, health: Callable[[], Health], host: str, port: int
+    ) -> None:
+        self.metrics = metrics
+        self.health = health
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        """Listen; returns the bound port."""
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("metrics and health endpoints listening", host=self.host, port=self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and close open connections."""
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    def respond(self, method: str, path: str) -> tuple[int, str, bytes]:
+        """Status, content type and body for one request (pure: testable alone)."""
+        path = path.split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain; charset=utf-8", b"method not allowed\n"
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+        if path in ("/healthz", "/readyz"):
+            health = self.health()
+            ok = health.alive if path == "/healthz" else health.ready
+            body = {"status": "ok" if ok else "unavailable", **health.detail}
+            return 200 if ok else 503, "application/json", json.dumps(body).encode() + b"\n"
+        return 404, "text/plain; charset=utf-8", b"not found: try /metrics, /healthz, /readyz\n"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT)
+            parts = request.split(b"\r\n", 1)[0].decode("latin-1").split()
+            if len(parts) != 3:
+                return
+            method, path, _version = parts
+            status, content_type, body = self.respond(method, path)
+            head = (
+                f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
+                f"Content-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n"
+            ).encode("latin-1")
+            writer.write(head if method == "HEAD" else head + body)
+            await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
