@@ -17,12 +17,22 @@ from consumer.telemetry import configure_logging
 log = structlog.get_logger("consumer.cli")
 
 DESCRIPTION = """\
-kinesis-lander: consume a Kinesis stream from Python through fenced DynamoDB leases.
+kinesis-lander: consume a Kinesis stream from Python through fenced DynamoDB leases,
+land it in S3 exactly once, and compact it into Parquet.
 
-Every setting is an environment variable LANDER_<NAME> (see docs/configuration.md);
-a flag overrides it. AWS endpoints, region and credentials come from the standard AWS
-variables (AWS_REGION, AWS_ENDPOINT_URL_KINESIS, ...), so `eval "$(lander local-stack
---print-env)"`-style setups need no extra switch.
+Start here:
+  lander demo                 the whole pipeline on an embedded local stack (2-3 min)
+  lander local-stack          Kinesis, DynamoDB and S3 emulators on loopback
+  lander run                  a worker; run one per container, they share the shards
+  lander status               who owns which shard, checkpoints, lag
+  lander produce              put test events (retries, KPL aggregates) into a stream
+  lander compact / analyse    the nightly Spark jobs
+
+Every setting is an environment variable LANDER_<NAME> (docs/configuration.md); a
+flag overrides it. A bad or missing setting stops start-up with one line naming it.
+AWS endpoints, region and credentials come from the standard AWS variables
+(AWS_REGION, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_KINESIS, ...), so pointing the daemon
+at an emulator needs no extra switch: see `lander local-stack`.
 """
 
 
@@ -47,8 +57,87 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="run a worker (the daemon)")
+    run = commands.add_parser(
+        "run",
+        help="run a worker (the daemon)",
+        description="Run a worker until SIGTERM/SIGINT, then hand its leases off. "
+        "Serves /metrics, /healthz and /readyz when LANDER_METRICS_PORT is set.",
+    )
     _settings_flags(run)
+    run.add_argument("--archive", help="s3://bucket/prefix or file:///path (LANDER_ARCHIVE)")
+    run.add_argument(
+        "--metrics-port", type=int, help="serve metrics and health here (LANDER_METRICS_PORT)"
+    )
+
+    status = commands.add_parser(
+        "status",
+        help="show the lease table: shard, state, owner, checkpoint, lease age, lag",
+        description="Read the lease table and the stream's shards (one Scan, one ListShards; "
+        "never writes) and print one row per shard. Lag is what the owner reported with its "
+        "last heartbeat; lease age is the time since the lease was last written.",
+    )
+    status.add_argument("--stream", help="Kinesis stream name (LANDER_STREAM)")
+    status.add_argument("--lease-table", help="DynamoDB lease table (LANDER_LEASE_TABLE)")
+    status.add_argument(
+        "--failover-seconds",
+        type=float,
+        help="a lease unwritten this long shows as stale (LANDER_FAILOVER_SECONDS)",
+    )
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    produce = commands.add_parser(
+        "produce",
+        help="put test events into a stream (rate, retries, KPL aggregation)",
+        description="A load generator: JSON events with an event_id, a per-key seq and an "
+        "event_time, put with PutRecords at a steady rate. Producer retries re-send an "
+        "event with the same event_id (Kinesis gives it a new sequence number).",
+    )
+    produce.add_argument("--stream", help="Kinesis stream name (LANDER_STREAM)")
+    produce.add_argument("--count", type=int, help="events (LANDER_PRODUCE_COUNT, 10000)")
+    produce.add_argument(
+        "--rate", type=float, help="user records/s, 0 = unlimited (LANDER_PRODUCE_RATE, 1000)"
+    )
+    produce.add_argument(
+        "--payload-size", type=int, help="bytes per event (LANDER_PRODUCE_PAYLOAD_SIZE, 200)"
+    )
+    produce.add_argument(
+        "--retry-share",
+        type=float,
+        help="share of events sent twice, 0-1 (LANDER_PRODUCE_RETRY_SHARE, 0)",
+    )
+    produce.add_argument(
+        "--aggregate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="pack every event into KPL aggregates (--aggregate-share for a mix)",
+    )
+    produce.add_argument(
+        "--aggregate-share",
+        type=float,
+        help="share of events in KPL aggregates, 0-1 (LANDER_PRODUCE_AGGREGATE_SHARE, 0)",
+    )
+    produce.add_argument(
+        "--bad-records", type=int, help="bad payloads to include (LANDER_PRODUCE_BAD_RECORDS, 0)"
+    )
+    produce.add_argument("--keys", type=int, help="partition keys (LANDER_PRODUCE_KEYS, 64)")
+    produce.add_argument("--seed", type=int, help="random seed (LANDER_PRODUCE_SEED, 0)")
+
+    demo = commands.add_parser(
+        "demo",
+        help="run the whole pipeline on the embedded local stack and reconcile the counts",
+        description="Start the local stack, a 4-shard stream and three workers; produce "
+        "events with producer retries, KPL aggregates and bad payloads; kill -9 a worker "
+        "and split a shard part way; wait for the archive; compact and analyse with Spark; "
+        "print a report. Exits 0 only if produced, landed and compacted counts reconcile.",
+    )
+    demo.add_argument("--records", type=int, default=20_000, help="events (default 20000)")
+    demo.add_argument("--rate", type=float, default=2_000.0, help="events/s (default 2000)")
+    demo.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
+    demo.add_argument("--shards", type=int, default=4, help="shards (default 4)")
+    demo.add_argument(
+        "--workdir", default="lander-demo", help="where everything goes (default ./lander-demo)"
+    )
+    demo.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
 
     stack = commands.add_parser(
         "local-stack",
@@ -77,6 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sparkjobs.cli import run
 
         return run(args)
+    if args.command == "demo":
+        return _demo(args)
+    if args.command == "produce":
+        return _produce(args)
     try:
         settings = load_settings(**_overrides(args))
     except ConfigError as exc:
@@ -85,12 +178,147 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_format, settings.log_level)
     if args.command == "run":
         return asyncio.run(_run(settings))
+    if args.command == "status":
+        return asyncio.run(_status(settings, as_json=args.json))
     raise AssertionError(args.command)  # pragma: no cover
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     names = ("stream", "lease_table", "worker_id", "initial_position", "failover_seconds")
-    return {name: getattr(args, name, None) for name in (*names, "processor", "archive")}
+    extra = ("processor", "archive", "metrics_port")
+    return {name: getattr(args, name, None) for name in (*names, *extra)}
+
+
+async def _status(settings: Settings, *, as_json: bool) -> int:
+    from consumer.aws import Clients, error_code
+    from consumer.kinesis import KinesisStream
+    from consumer.leases.dynamo import DynamoLeaseStore
+    from consumer.leases.store import TableMissingError
+    from consumer.status import now_ms, render_json, render_table, shard_rows
+    from consumer.stream import StreamError
+
+    async with Clients() as clients:
+        try:
+            leases = await DynamoLeaseStore(clients.dynamodb, settings.lease_table).list_leases()
+        except TableMissingError:
+            print(
+                f"lander: lease table {settings.lease_table} does not exist "
+                "(no worker has started against it yet?)",
+                file=sys.stderr,
+            )
+            return 1
+        except Exception as exc:
+            print(f"lander: cannot read the lease table: {error_code(exc) or exc}", file=sys.stderr)
+            return 1
+        try:
+            shards = await KinesisStream(clients.kinesis, settings.stream).list_shards()
+        except StreamError as exc:
+            print(f"lander: cannot list the shards of {settings.stream}: {exc}", file=sys.stderr)
+            return 1
+    now = now_ms()
+    rows = shard_rows(leases, shards, now_ms=now, failover_seconds=settings.failover_seconds)
+    if as_json:
+        print(render_json(rows, settings.stream, settings.lease_table, now))
+    else:
+        print(render_table(rows, settings.stream, settings.lease_table))
+    return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from consumer.config import load_produce_settings
+
+    share = args.aggregate_share
+    if args.aggregate is not None and share is None:
+        share = 1.0 if args.aggregate else 0.0
+    try:
+        settings = load_produce_settings(
+            stream=args.stream,
+            produce_count=args.count,
+            produce_rate=args.rate,
+            produce_payload_size=args.payload_size,
+            produce_retry_share=args.retry_share,
+            produce_aggregate_share=share,
+            produce_bad_records=args.bad_records,
+            produce_keys=args.keys,
+            produce_seed=args.seed,
+        )
+    except ConfigError as exc:
+        print(f"lander: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_format, settings.log_level)
+    return asyncio.run(_produce_async(settings))
+
+
+async def _produce_async(settings: Any) -> int:
+    import secrets
+
+    from consumer.aws import Clients, error_code
+    from consumer.produce import Producer, ProduceSpec, ProgressLine
+
+    spec = ProduceSpec(
+        stream=settings.stream,
+        count=settings.produce_count,
+        rate=settings.produce_rate,
+        payload_size=settings.produce_payload_size,
+        retry_share=settings.produce_retry_share,
+        aggregate_share=settings.produce_aggregate_share,
+        bad_records=settings.produce_bad_records,
+        keys=settings.produce_keys,
+        run_id=secrets.token_hex(4),
+        seed=settings.produce_seed,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with Clients() as clients:
+        producer = Producer(clients.kinesis, spec, progress=ProgressLine())
+        stopper = asyncio.create_task(_call_when(stop, producer.stop))
+        try:
+            done = await producer.run()
+        except Exception as exc:
+            print(
+                f"lander produce: {error_code(exc) or type(exc).__name__}: {exc}", file=sys.stderr
+            )
+            return 1
+        finally:
+            stopper.cancel()
+    rate = done.user_records / done.seconds if done.seconds else 0.0
+    print(
+        f"produced {done.events} events, {done.retries} producer retries, {done.bad} bad "
+        f"payloads ({done.user_records} user records in {done.kinesis_records} Kinesis "
+        f"records, {done.aggregated_user_records} in {done.aggregates} KPL aggregates) in "
+        f"{done.seconds:.1f} s, {rate:,.0f} records/s; event ids start with {spec.run_id}-"
+    )
+    return 0
+
+
+async def _call_when(stop: asyncio.Event, action: Any) -> None:
+    await stop.wait()
+    action()
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from consumer.demo import DemoSpec, run_demo
+
+    configure_logging("console", "warning")
+    if args.records < 100 or args.rate <= 0 or args.workers < 1 or args.shards < 1:
+        print(
+            "lander: demo needs --records >= 100, --rate > 0, --workers >= 1, --shards >= 1",
+            file=sys.stderr,
+        )
+        return 2
+    spec = DemoSpec(
+        workdir=Path(args.workdir),
+        records=args.records,
+        rate=args.rate,
+        workers=args.workers,
+        shards=args.shards,
+        spark_master=args.master,
+    )
+    return run_demo(spec)
 
 
 async def _run(settings: Settings) -> int:
@@ -151,8 +379,7 @@ async def _run(settings: Settings) -> int:
 
 
 async def _stop_when(stop: asyncio.Event, worker: Any) -> None:
-    await stop.wait()
-    worker.request_stop()
+    await _call_when(stop, worker.request_stop)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -247,3 +247,53 @@ def one_line(exc: ValidationError) -> str:
             message = "is required but not set"
         problems.append(f"{name} {message}")
     return "invalid configuration: " + "; ".join(problems)
+
+
+class ProduceSettings(BaseSettings):
+    """``lander produce``: where to write, how much and how fast (see consumer.produce)."""
+
+    model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
+
+    stream: str = Field(description="Name of the Kinesis data stream to write to.")
+    produce_count: int = Field(default=10_000, ge=0, description="Events to produce.")
+    produce_rate: float = Field(
+        default=1_000.0, ge=0, description="User records a second (0: as fast as possible)."
+    )
+    produce_payload_size: int = Field(
+        default=200, ge=0, le=900_000, description="Approximate JSON payload size in bytes."
+    )
+    produce_retry_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of events sent twice with the same event_id (producer retries).",
+    )
+    produce_aggregate_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Share of events packed into KPL aggregates (1: all, as --aggregate).",
+    )
+    produce_bad_records: int = Field(
+        default=0, ge=0, description="Payloads that are not JSON or not UTF-8, spread over the run."
+    )
+    produce_keys: int = Field(default=64, ge=1, description="Distinct partition keys.")
+    produce_seed: int = Field(
+        default=0, description="Seed of the random choices (repeatable runs)."
+    )
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("stream")
+    @classmethod
+    def _stream_name(cls, value: str) -> str:
+        return Settings._stream_name(value)
+
+
+def load_produce_settings(**overrides: Any) -> ProduceSettings:
+    """Like :func:`load_settings`, for ``lander produce``."""
+    clean = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return ProduceSettings(**clean)
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc)) from None

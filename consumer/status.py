@@ -1,0 +1,165 @@
+"""``lander status``: the lease table as a person reads it.
+
+One row per shard, from the lease table and the stream's shard list together:
+state, owner, checkpoint, how long ago the lease was last written, and the lag its
+owner reported with its last heartbeat. Reading is one Scan and one ListShards; it
+never writes, so it is safe to run against a live table as often as you like.
+
+Lease age and "stale" come from the wall-clock stamp workers write for this view
+(``lastUpdateMs``); workers themselves never judge expiry by wall clock.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from consumer.leases.model import Lease
+from consumer.sequence import Position, Sentinel
+from consumer.stream import Shard
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStatus:
+    """One line of ``lander status``."""
+
+    shard: str
+    state: str
+    owner: str | None
+    checkpoint: str
+    lease_age_s: float | None
+    lag_ms: int | None
+    parents: tuple[str, ...]
+
+
+STATES = {
+    "owned": "an owner is renewing the lease",
+    "stale": "the owner has not written the lease for longer than the failover time",
+    "handing-off": "another worker asked for the lease; the owner hands it over",
+    "free": "no owner; the next lease scan takes it",
+    "waiting": "its parents are not read to their end yet",
+    "finished": "read to its end (SHARD_END checkpointed)",
+    "no-lease": "listed by the stream, no lease yet (a worker creates it on its next sync)",
+    "gone": "a lease whose shard the stream no longer lists (trimmed)",
+}
+
+
+def shard_rows(
+    leases: Iterable[Lease],
+    shards: Iterable[Shard],
+    *,
+    now_ms: int,
+    failover_seconds: float,
+) -> list[ShardStatus]:
+    """Join leases and shards into rows, sorted by shard id (pure)."""
+    by_key = {lease.key: lease for lease in leases}
+    listed = {shard.shard_id: shard for shard in shards}
+    rows = []
+    for key in sorted(set(by_key) | set(listed)):
+        lease = by_key.get(key)
+        shard = listed.get(key)
+        if lease is None:
+            parents = tuple(sorted(shard.parents)) if shard is not None else ()
+            rows.append(ShardStatus(key, "no-lease", None, "-", None, None, parents))
+            continue
+        age = None if lease.updated_ms is None else max(0, now_ms - lease.updated_ms) / 1000
+        rows.append(
+            ShardStatus(
+                shard=key,
+                state=_state(lease, shard, by_key, age, failover_seconds),
+                owner=lease.owner,
+                checkpoint=_checkpoint(lease),
+                lease_age_s=None if age is None else round(age, 1),
+                lag_ms=lease.lag_ms if lease.owner is not None else None,
+                parents=tuple(sorted(lease.parents)),
+            )
+        )
+    return rows
+
+
+def _state(
+    lease: Lease,
+    shard: Shard | None,
+    leases: dict[str, Lease],
+    age: float | None,
+    failover_seconds: float,
+) -> str:
+    if lease.finished:
+        return "finished"
+    if shard is None:
+        return "gone"
+    if lease.owner is None:
+        unfinished = [p for p in lease.parents if p in leases and not leases[p].finished]
+        return "waiting" if unfinished else "free"
+    if lease.handoff_to is not None:
+        return "handing-off"
+    if age is not None and age > failover_seconds:
+        return "stale"
+    return "owned"
+
+
+def _checkpoint(lease: Lease) -> str:
+    checkpoint = lease.checkpoint
+    if isinstance(checkpoint, Position):
+        return str(checkpoint)
+    assert isinstance(checkpoint, Sentinel)
+    return checkpoint.value
+
+
+def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
+    """Aligned columns with a one-line summary underneath."""
+    header = ("SHARD", "STATE", "OWNER", "CHECKPOINT", "LEASE AGE", "LAG")
+    lines = [header]
+    for row in rows:
+        lines.append(
+            (
+                row.shard,
+                row.state,
+                row.owner or "-",
+                row.checkpoint,
+                "-" if row.lease_age_s is None else f"{row.lease_age_s:.1f}s",
+                "-" if row.lag_ms is None else _duration(row.lag_ms),
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    ]
+    owners = {row.owner for row in rows if row.owner and row.state != "finished"}
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.state] = counts.get(row.state, 0) + 1
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    text.append("")
+    text.append(
+        f"stream {stream}, lease table {table}: {len(rows)} shards ({summary or 'none'}); "
+        f"{len(owners)} workers own leases"
+    )
+    return "\n".join(text)
+
+
+def render_json(rows: Sequence[ShardStatus], stream: str, table: str, now_ms: int) -> str:
+    """The same rows as one JSON document (for scripts and ``jq``)."""
+    document = {
+        "stream": stream,
+        "lease_table": table,
+        "generated_at_ms": now_ms,
+        "shards": [asdict(row) for row in rows],
+    }
+    return json.dumps(document, indent=2)
+
+
+def _duration(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    if ms < 120_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{ms / 60_000:.1f}min"
+
+
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
