@@ -1,0 +1,174 @@
+"""Pure parts of the operator tools: status rows, the producer's plan, health answers."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer.health import HealthServer
+from consumer.kpl import deaggregate
+from consumer.leases.model import Lease
+from consumer.metrics import LanderMetrics
+from consumer.produce import Plan, ProduceSpec, UserPut, entries_for
+from consumer.sequence import Position, Sentinel
+from consumer.status import render_json, render_table, shard_rows
+from consumer.stream import Shard
+from consumer.worker import Health
+
+NOW = 1_700_000_000_000
+
+
+def _lease(key: str, **fields: object) -> Lease:
+    return Lease(key=key).evolve(**fields)
+
+
+def test_status_states_cover_the_life_of_a_shard() -> None:
+    """Each row's state says what an operator needs to know about that shard."""
+    leases = [
+        _lease("s-0", checkpoint=Sentinel.SHARD_END, updated_ms=NOW - 60_000),
+        _lease("s-1", owner="w1", checkpoint=Position.of("12", 3), updated_ms=NOW - 1_500),
+        _lease("s-2", owner="w1", handoff_to="w2", updated_ms=NOW - 500),
+        _lease("s-3", owner="w2", updated_ms=NOW - 30_000, lag_ms=1234),
+        _lease("s-4", parents=frozenset({"s-3"})),
+        _lease("s-5", parents=frozenset({"s-0"})),
+        _lease("s-old", owner=None),
+    ]
+    shards = [Shard(f"s-{n}") for n in range(6)] + [Shard("s-6", frozenset({"s-1"}))]
+    rows = {row.shard: row for row in shard_rows(leases, shards, now_ms=NOW, failover_seconds=10)}
+    assert {key: row.state for key, row in rows.items()} == {
+        "s-0": "finished",
+        "s-1": "owned",
+        "s-2": "handing-off",
+        "s-3": "stale",
+        "s-4": "waiting",
+        "s-5": "free",
+        "s-6": "no-lease",
+        "s-old": "gone",
+    }
+    assert rows["s-1"].checkpoint == "12:3"
+    assert rows["s-1"].lease_age_s == 1.5
+    assert rows["s-3"].lag_ms == 1234
+    assert rows["s-6"].parents == ("s-1",)
+
+
+def test_status_renders_a_table_and_json() -> None:
+    """The table has a header and a summary; the JSON has one object per shard."""
+    leases = [_lease("s-1", owner="w1", updated_ms=NOW - 2_000, lag_ms=90_000)]
+    rows = shard_rows(leases, [Shard("s-1")], now_ms=NOW, failover_seconds=10)
+    table = render_table(rows, "orders", "orders-leases")
+    assert table.splitlines()[0].split() == [
+        "SHARD",
+        "STATE",
+        "OWNER",
+        "CHECKPOINT",
+        "LEASE",
+        "AGE",
+        "LAG",
+    ]
+    assert "s-1    owned  w1     TRIM_HORIZON  2.0s       90.0s" in table
+    assert "1 shards (1 owned); 1 workers own leases" in table
+    document = json.loads(render_json(rows, "orders", "orders-leases", NOW))
+    assert document["shards"][0]["owner"] == "w1"
+    assert document["shards"][0]["lag_ms"] == 90_000
+
+
+def _drain(spec: ProduceSpec) -> list[list[UserPut]]:
+    plan = Plan(spec)
+    batches = []
+    while not plan.done:
+        batches.append(list(plan.take(50)))
+    return batches
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    count=st.integers(0, 400),
+    retry=st.floats(0, 1),
+    aggregate=st.floats(0, 1),
+    bad=st.integers(0, 12),
+    seed=st.integers(0, 1000),
+)
+def test_the_plan_makes_exactly_what_it_promises(
+    count: int, retry: float, aggregate: float, bad: int, seed: int
+) -> None:
+    """Every event once, each retry a copy of an earlier event, every bad payload once."""
+    spec = ProduceSpec(
+        "s", count, retry_share=retry, aggregate_share=aggregate, bad_records=bad, seed=seed
+    )
+    puts = [put for batch in _drain(spec) for put in batch]
+    originals = [p for p in puts if p.event_id is not None and not p.retry]
+    retries = [p for p in puts if p.retry]
+    assert [p.event_id for p in originals] == [f"run-{i:09d}" for i in range(count)]
+    assert len([p for p in puts if p.event_id is None]) == bad
+    first_seen: dict[str, int] = {}
+    for index, put in enumerate(puts):
+        if put.event_id is not None and not put.retry:
+            first_seen[put.event_id] = index
+    for index, put in enumerate(puts):
+        if put.retry:
+            assert put.event_id in first_seen
+            assert first_seen[put.event_id] < index
+            original = puts[first_seen[put.event_id]]
+            assert (put.data, put.partition_key) == (original.data, original.partition_key)
+    assert all(not p.aggregated for p in puts if p.event_id is None)
+    assert len(retries) <= count
+
+
+def test_aggregated_entries_map_each_member_to_its_subsequence() -> None:
+    """entries_for packs aggregated puts in order; deaggregating gives them back."""
+    spec = ProduceSpec("s", 300, aggregate_share=0.5, seed=3)
+    puts = Plan(spec).take(300)
+    entries = entries_for(puts)
+    assert sum(len(members) for _, members in entries) == len(puts)
+    for entry, members in entries:
+        if members[0].aggregated:
+            users = deaggregate(entry["Data"])
+            assert [u.data for u in users] == [m.data for m in members]
+            assert [u.partition_key for u in users] == [m.partition_key for m in members]
+        else:
+            assert entry["Data"] == members[0].data
+
+
+def test_a_bad_spec_names_every_problem() -> None:
+    """Nonsense numbers fail at once, all named in one message."""
+    with pytest.raises(ValueError, match=r"retry share.*aggregate share"):
+        ProduceSpec("s", 10, retry_share=2, aggregate_share=-1)
+
+
+def _server(health: Health) -> HealthServer:
+    metrics = LanderMetrics()
+    metrics.leases_taken.labels("new").inc()
+    return HealthServer(metrics, lambda: health, "127.0.0.1", 0)
+
+
+def test_health_answers_follow_the_worker() -> None:
+    """/healthz follows liveness, /readyz readiness; both explain themselves in JSON."""
+    ready = _server(Health(alive=True, ready=True, detail={"worker_id": "w"}))
+    status, kind, body = ready.respond("GET", "/readyz")
+    assert (status, kind) == (200, "application/json")
+    assert json.loads(body) == {"status": "ok", "worker_id": "w"}
+    stopping = _server(Health(alive=True, ready=False, detail={"stopping": True}))
+    assert stopping.respond("GET", "/healthz")[0] == 200
+    status, _, body = stopping.respond("GET", "/readyz?verbose=1")
+    assert status == 503
+    assert json.loads(body)["status"] == "unavailable"
+    dead = _server(Health(alive=False, ready=False))
+    assert dead.respond("GET", "/healthz")[0] == 503
+    assert ready.respond("POST", "/metrics")[0] == 405
+    assert ready.respond("GET", "/nope")[0] == 404
+    status, kind, body = ready.respond("GET", "/metrics")
+    assert status == 200
+    assert kind.startswith("text/plain")
+    assert b'lander_leases_taken_total{how="new"} 1.0' in body
+
+
+def test_counts_by_kind_in_a_plan() -> None:
+    """With every share at 1, every event is retried once and travels aggregated."""
+    spec = ProduceSpec("s", 100, retry_share=1.0, aggregate_share=1.0, bad_records=3)
+    puts = [put for batch in _drain(spec) for put in batch]
+    kinds = Counter("bad" if p.event_id is None else "retry" if p.retry else "event" for p in puts)
+    assert kinds == {"event": 100, "retry": 100, "bad": 3}
