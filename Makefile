@@ -9,7 +9,7 @@ EMULATORS := consumer/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install emulators test test-fast soak lint format bench spark-package s3a-jars clean
+.PHONY: install emulators demo test test-fast soak lint format bench spark-package s3a-jars clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -23,6 +23,12 @@ $(NODE_STAMP): $(EMULATORS)/package.json $(EMULATORS)/package-lock.json
 	touch $@
 
 emulators: $(NODE_STAMP)
+
+## The whole pipeline on the embedded local stack, ending in a reconciled report
+## (`make demo DEMO_ARGS="--records 50000"` for a bigger run; see `lander demo --help`).
+DEMO_ARGS ?=
+demo: install
+	$(BIN)/lander demo $(DEMO_ARGS)
 
 ## The test suite: unit, property, contract and emulator-backed process tests.
 test: install

@@ -422,7 +422,8 @@ async def _show_status(clients: Any, spec: DemoSpec, say: Say) -> None:
     rows = shard_rows(leases, shards, now_ms=now_ms(), failover_seconds=spec.failover_seconds)
     say("lander status:")
     for line in render_table(rows, STREAM, TABLE).splitlines():
-        say("  " + line)
+        if line:
+            say("  " + line)
 
 
 def _scrape(workers: list[WorkerProcess]) -> Counter[str]:
