@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from consumer.config import load_settings
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.memory_stream import MemoryStream
+from consumer.metrics import LanderMetrics
 from consumer.processor import (
     Checkpointer,
     InitializationInput,
@@ -16,6 +17,7 @@ from consumer.processor import (
     RecordProcessor,
 )
 from consumer.sequence import Position, Sentinel
+from consumer.stream import RecordsPage, ThrottledError
 from consumer.worker import Worker
 
 FAST = {
@@ -159,3 +161,73 @@ async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery() -
     await asyncio.gather(one, two)
     positions = [(shard, p) for shard, p, _ in journal.delivered]
     assert len(positions) == len(set(positions)) == 200
+
+
+class ThrottlingStream(MemoryStream):
+    """A memory stream whose first few GetRecords calls are throttled."""
+
+    def __init__(self, shards: int, throttles: int) -> None:
+        super().__init__(shards)
+        self.throttles = throttles
+
+    async def get_records(self, iterator: str, limit: int) -> RecordsPage:
+        if self.throttles > 0:
+            self.throttles -= 1
+            raise ThrottledError("ProvisionedThroughputExceededException")
+        return await super().get_records(iterator, limit)
+
+
+async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
+    """Takes, hand-offs, steals, a fenced-out lease, throttles, lag and readiness
+    each show in the series an operator alerts on."""
+    stream = ThrottlingStream(4, throttles=3)
+    store, journal = MemoryLeaseStore(), Journal()
+    settings = load_settings(stream="s", lease_table="leases", worker_id="w1", **FAST)
+    m1, m2 = LanderMetrics(), LanderMetrics()
+    factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
+    first = Worker(settings, store, stream, factory, metrics=m1)
+    assert not first.health().alive
+    one = asyncio.create_task(first.run())
+    await _until(lambda: len(first.coordinator.held) == 4)
+    await _until(lambda: first.health().ready)
+    assert m1.value("lander_leases_taken", how="new") == 4
+    assert m1.registry.get_sample_value("lander_leases_held") == 4
+    for i in range(40):
+        stream.put(f"{i}".encode(), f"key-{i}")
+    await _until(lambda: len(journal.delivered) >= 40)
+    throttled = sum(
+        m1.value("lander_getrecords_throttles", shard_id=f"shardId-{n:012d}") for n in range(4)
+    )
+    assert throttled == 3
+    read = sum(m1.value("lander_records_read", shard_id=f"shardId-{n:012d}") for n in range(4))
+    assert read == 40
+    assert (
+        m1.registry.get_sample_value(
+            "lander_millis_behind_latest", {"shard_id": "shardId-000000000000"}
+        )
+        is not None
+    )
+
+    second = Worker(
+        settings.model_copy(update={"worker_id": "w2"}), store, stream, factory, metrics=m2
+    )
+    two = asyncio.create_task(second.run())
+    await _until(lambda: len(second.coordinator.held) == 2 and len(first.coordinator.held) == 2)
+    assert m2.value("lander_leases_stolen") >= 2
+    assert m2.value("lander_leases_taken", how="handoff") == 2
+    assert m1.value("lander_leases_released", why="handoff") == 2
+
+    # An operator (or a zombie's successor) takes one of w2's leases behind its back.
+    assert store.leases is not None
+    key = sorted(second.coordinator.held)[0]
+    current = store.leases[key]
+    store.leases[key] = current.evolve(owner="w3", counter=current.counter + 1)
+    await _until(lambda: m2.value("lander_leases_lost") == 1)
+
+    first.request_stop()
+    assert not first.health().ready
+    second.request_stop()
+    await asyncio.gather(one, two)
+    assert m1.registry.get_sample_value("lander_leases_held") == 0
+    assert m1.value("lander_leases_released", why="shutdown") == 2
+    assert not first.health().alive
