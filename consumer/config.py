@@ -79,7 +79,8 @@ class Settings(BaseSettings):
     shutdown_seconds: float = Field(
         default=20.0,
         gt=0,
-        description="Bound on a graceful shutdown or hand-off: flush, checkpoint, release.",
+        description="Bound on a graceful shutdown: flush, checkpoint, release. Size the "
+        "orchestrator's grace period (terminationGracePeriodSeconds, stopTimeout) above it.",
     )
     processor: str = Field(
         default="consumer.landing.lander:Lander",

@@ -192,7 +192,8 @@ class Worker:
         while True:
             try:
                 await one_pass()
-                self._last_contact = time.monotonic()
+                if name == "lease":  # a Scan: proof the table answers, leases held or not
+                    self._last_contact = time.monotonic()
             except TRANSIENT as exc:
                 self._log.warning(f"{name} pass failed", error=repr(exc)[:500])
             await asyncio.sleep(delay())
@@ -290,25 +291,30 @@ class Worker:
             held = self.coordinator.held.get(key)
             if held is None or held.lost:
                 return
-            consumer = ShardConsumer(
-                key,
-                self.coordinator,
-                self.stream,
-                self.processor_factory(),
-                timestamp=self._timestamp,
-                limit=self.settings.max_records_per_call,
-                idle_seconds=self.settings.poll_idle_seconds,
-                metrics=self.metrics,
-            )
-            if self._stopping.is_set() or held.handoff_to:
-                consumer.request_stop()
-            self.consumers[key] = consumer
+            consumer: ShardConsumer | None = None
             try:
+                # Inside the try: a processor whose constructor fails, or a checkpoint
+                # this worker cannot start from, is retried and logged like a failing
+                # batch, never left as a lease that is renewed but not read.
+                consumer = ShardConsumer(
+                    key,
+                    self.coordinator,
+                    self.stream,
+                    self.processor_factory(),
+                    timestamp=self._timestamp,
+                    limit=self.settings.max_records_per_call,
+                    idle_seconds=self.settings.poll_idle_seconds,
+                    metrics=self.metrics,
+                )
+                if self._stopping.is_set() or held.handoff_to:
+                    consumer.request_stop()
+                self.consumers[key] = consumer
                 outcome = await consumer.run()
             except asyncio.CancelledError:
                 if key not in self._lost:
                     raise
-                await consumer.lose()
+                if consumer is not None:
+                    await consumer.lose()
                 outcome = Outcome.LOST
                 _uncancel()
             except Exception as exc:
@@ -328,7 +334,7 @@ class Worker:
                     continue
                 outcome = Outcome.STOPPED
             finally:
-                if self.consumers.get(key) is consumer:
+                if consumer is not None and self.consumers.get(key) is consumer:
                     del self.consumers[key]
             break
         if outcome is Outcome.LOST or key in self._lost:

@@ -231,3 +231,27 @@ async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     assert m1.registry.get_sample_value("lander_leases_held") == 0
     assert m1.value("lander_leases_released", why="shutdown") == 2
     assert not first.health().alive
+
+
+async def test_a_processor_that_fails_to_construct_is_retried_not_left_stuck() -> None:
+    """A factory that raises once: the shard is read after a back-off, not held unread."""
+    stream = MemoryStream(1)
+    store, journal = MemoryLeaseStore(), Journal()
+    settings = load_settings(stream="s", lease_table="leases", worker_id="w1", **FAST)
+    calls = 0
+
+    def factory() -> RecordProcessor:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("cannot connect to the sink")
+        return JournalProcessor(journal)
+
+    worker = Worker(settings, store, stream, factory)
+    task = asyncio.create_task(worker.run())
+    for i in range(5):
+        stream.put(f"{i}".encode(), "k")
+    await _until(lambda: len(journal.delivered) == 5)
+    worker.request_stop()
+    await task
+    assert calls >= 2
