@@ -282,8 +282,12 @@ class ProduceSettings(BaseSettings):
     produce_seed: int = Field(
         default=0, description="Seed of the random choices (repeatable runs)."
     )
-    log_format: Literal["auto", "json", "console"] = "auto"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="As for lander run."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level logged."
+    )
 
     @field_validator("stream")
     @classmethod
