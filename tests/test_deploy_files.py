@@ -1,0 +1,378 @@
+"""Cross-file contracts of the deploy files (Dockerfile, compose, Kubernetes, ECS, IAM).
+
+Each deploy file repeats a few facts about the daemon: the names of its settings, the
+port and paths of its health endpoints, how long its graceful hand-off may take, and the
+AWS calls it makes. These tests read the files as data and hold them to the code, so a
+renamed setting or a new DynamoDB call fails here rather than in a cluster. Schema and
+lint checks of the same files are `make validate-deploy` (deploy/validate.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import AliasChoices
+from pydantic_settings import BaseSettings
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "k8s"
+OVERLAYS = sorted(p.name for p in (K8S / "overlays").iterdir() if p.is_dir())
+CORE_TEMPLATE = DEPLOY / "cloudformation" / "lander.yaml"
+ECS_TEMPLATE = DEPLOY / "ecs" / "lander-service.yaml"
+METRICS_PORT = 9400
+
+
+# -- reading the files -------------------------------------------------------------------
+
+
+def _cfn_tag(loader: Any, suffix: str, node: Any) -> dict[str, Any]:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+        if suffix == "GetAtt":
+            value = str(value).split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {name: value}
+
+
+# A SafeLoader that reads CloudFormation's short tags (!Ref, !Sub, ...) as data.
+_CfnLoader: Any = type("_CfnLoader", (yaml.SafeLoader,), {})
+_CfnLoader.add_multi_constructor("!", _cfn_tag)
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def load_all(path: Path) -> list[Any]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def load_cfn(path: Path) -> Any:
+    return yaml.load(path.read_text(), Loader=_CfnLoader)  # a SafeLoader subclass
+
+
+def literals(generator: dict[str, Any]) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in generator.get("literals", []))
+
+
+def k8s_config(overlay: str, name: str) -> dict[str, str]:
+    """A generated ConfigMap's data as the overlay renders it: base, then merges."""
+    data: dict[str, str] = {}
+    for folder in (K8S / "base", K8S / "overlays" / overlay):
+        kustomization = load_yaml(folder / "kustomization.yaml")
+        for generator in kustomization.get("configMapGenerator", []):
+            if generator["name"] == name:
+                data.update(literals(generator))
+    return data
+
+
+def base_resource(file: str, kind: str) -> dict[str, Any]:
+    (found,) = [d for d in load_all(K8S / "base" / file) if d["kind"] == kind]
+    resource: dict[str, Any] = found
+    return resource
+
+
+def compose() -> dict[str, Any]:
+    document: dict[str, Any] = load_yaml(REPO / "docker-compose.yml")  # resolves << merges
+    return document
+
+
+def ecs_container() -> dict[str, Any]:
+    task = load_cfn(ECS_TEMPLATE)["Resources"]["TaskDefinition"]["Properties"]
+    (container,) = task["ContainerDefinitions"]
+    return dict(container)
+
+
+def ecs_env() -> dict[str, Any]:
+    return {item["Name"]: item["Value"] for item in ecs_container()["Environment"]}
+
+
+def seconds(text: str) -> float:
+    match = re.fullmatch(r"(\d+)(s|m)?", text)
+    assert match, text
+    return int(match[1]) * (60 if match[2] == "m" else 1)
+
+
+# -- the settings the code reads ---------------------------------------------------------
+
+
+def _subclasses(cls: type[BaseSettings]) -> Iterator[type[BaseSettings]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def known_env_names() -> set[str]:
+    """Every LANDER_* variable the code reads: settings fields (with aliases) + os.environ."""
+    for module in ("consumer.config", "sparkjobs.settings"):
+        importlib.import_module(module)
+    names: set[str] = set()
+    classes = [
+        cls
+        for cls in _subclasses(BaseSettings)
+        if cls.__module__.split(".")[0] in ("consumer", "sparkjobs")
+    ]
+    assert {"Settings", "CompactSettings", "AnalyseSettings"} <= {c.__name__ for c in classes}
+    for cls in classes:
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        for field_name, info in cls.model_fields.items():
+            alias = info.validation_alias or info.alias
+            if isinstance(alias, str):
+                names.add(alias.upper())
+            elif isinstance(alias, AliasChoices):
+                names.update(c.upper() for c in alias.choices if isinstance(c, str))
+            else:
+                names.add(f"{prefix}{field_name}".upper())
+    read = re.compile(r"""environ(?:\.get\(|\[)\s*["'](LANDER_[A-Z0-9_]+)["']""")
+    for folder in ("consumer", "sparkjobs"):
+        for path in (REPO / folder).rglob("*.py"):
+            names.update(read.findall(path.read_text()))
+    return names
+
+
+def deploy_env_names() -> dict[str, set[str]]:
+    """LANDER_* names each deploy file sets, by file."""
+    found: dict[str, set[str]] = {}
+
+    def add(where: str, keys: Any) -> None:
+        found.setdefault(where, set()).update(k for k in keys if str(k).startswith("LANDER_"))
+
+    for name, service in compose()["services"].items():
+        add(f"docker-compose.yml:{name}", (service.get("environment") or {}).keys())
+    for folder in [K8S / "base", *(K8S / "overlays" / o for o in OVERLAYS)]:
+        for generator in load_yaml(folder / "kustomization.yaml").get("configMapGenerator", []):
+            add(f"{folder.relative_to(REPO)}:{generator['name']}", literals(generator))
+    for file in ("deployment.yaml", "cronjob.yaml"):
+        text = (K8S / "base" / file).read_text()
+        add(f"deploy/k8s/base/{file}", re.findall(r"name:\s*(LANDER_[A-Z0-9_]+)", text))
+    add("deploy/ecs/lander-service.yaml", ecs_env())
+    dockerfile = (REPO / "Dockerfile").read_text()
+    add("Dockerfile", re.findall(r"\b(LANDER_[A-Z0-9_]+)=", dockerfile))
+    return found
+
+
+# -- the contracts ------------------------------------------------------------------------
+
+
+def test_every_lander_variable_in_a_deploy_file_is_a_real_setting() -> None:
+    known = known_env_names()
+    assert {"LANDER_STREAM", "LANDER_METRICS_PORT", "LANDER_COMPACTED"} <= known
+    unknown = {
+        where: sorted(names - known) for where, names in deploy_env_names().items() if names - known
+    }
+    assert not unknown, f"settings no code reads (typo or renamed?): {unknown}"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_k8s_grace_period_outlasts_the_hand_off(overlay: str) -> None:
+    config = k8s_config(overlay, "lander-worker")
+    shutdown = float(config["LANDER_SHUTDOWN_SECONDS"])
+    grace = base_resource("deployment.yaml", "Deployment")["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"
+    ]
+    assert grace > shutdown, f"{overlay}: SIGKILL at {grace}s cuts a {shutdown}s hand-off"
+    assert grace >= shutdown + 10, "leave room for the process to exit after the hand-off"
+
+
+def test_compose_and_ecs_stop_timeouts_outlast_the_hand_off() -> None:
+    services = compose()["services"]
+    workers = [s for name, s in services.items() if name.startswith("worker-")]
+    assert len(workers) == 3
+    for worker in workers:
+        shutdown = float(worker["environment"]["LANDER_SHUTDOWN_SECONDS"])
+        assert seconds(worker["stop_grace_period"]) > shutdown
+        assert worker["stop_signal"] == "SIGTERM"
+    container = ecs_container()
+    assert container["StopTimeout"] > float(ecs_env()["LANDER_SHUTDOWN_SECONDS"])
+    assert container["StopTimeout"] <= 120, "Fargate's maximum stopTimeout"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_k8s_probes_hit_health_endpoints_on_the_metrics_port(overlay: str) -> None:
+    config = k8s_config(overlay, "lander-worker")
+    assert config["LANDER_METRICS_HOST"] == "0.0.0.0"
+    port = int(config["LANDER_METRICS_PORT"])
+    assert port == METRICS_PORT
+    (container,) = base_resource("deployment.yaml", "Deployment")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": port}
+    for probe, path in (
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path, probe
+        assert ports.get(get["port"], get["port"]) == port, probe
+
+
+def test_metrics_service_and_service_monitor_agree() -> None:
+    service = base_resource("service.yaml", "Service")
+    (service_port,) = service["spec"]["ports"]
+    assert service_port["targetPort"] == "metrics"
+    assert service_port["port"] == METRICS_PORT
+    monitor = base_resource("servicemonitor.yaml", "ServiceMonitor")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service_port["name"]
+    assert endpoint["path"] == "/metrics"
+    deployment = base_resource("deployment.yaml", "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    budget = base_resource("poddisruptionbudget.yaml", "PodDisruptionBudget")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_image_compose_and_ecs_serve_health_on_the_metrics_port() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert f"EXPOSE {METRICS_PORT}" in dockerfile
+    assert "LANDER_METRICS_HOST=0.0.0.0" in dockerfile
+    assert "/healthz" in dockerfile.split("HEALTHCHECK --", 1)[1].split("\n", 2)[1]
+    assert 'ENTRYPOINT ["lander"]' in dockerfile
+    assert 'CMD ["run"]' in dockerfile
+    for name, service in compose()["services"].items():
+        if name.startswith("worker-"):
+            env = service["environment"]
+            assert env["LANDER_METRICS_HOST"] == "0.0.0.0"
+            assert int(env["LANDER_METRICS_PORT"]) == METRICS_PORT
+            assert service["ports"][0].endswith(f":{METRICS_PORT}")
+    env = ecs_env()
+    assert env["LANDER_METRICS_HOST"] == "0.0.0.0"
+    assert int(env["LANDER_METRICS_PORT"]) == METRICS_PORT
+    container = ecs_container()
+    assert container["PortMappings"][0]["ContainerPort"] == METRICS_PORT
+    assert f"127.0.0.1:{METRICS_PORT}/healthz" in " ".join(container["HealthCheck"]["Command"])
+
+
+def test_compose_depends_on_waits_for_health_and_bootstrap() -> None:
+    services = compose()["services"]
+    assert services["bootstrap"]["depends_on"]["localstack"]["condition"] == "service_healthy"
+    for name in ("worker-1", "worker-2", "worker-3", "producer"):
+        condition = services[name]["depends_on"]["bootstrap"]["condition"]
+        assert condition == "service_completed_successfully", name
+    assert services["compaction"]["profiles"] == ["batch"]
+    assert services["localstack"]["image"].split(":")[1] != "latest", "pin LocalStack"
+
+
+def test_cronjob_compacts_then_analyses_one_window() -> None:
+    cron = base_resource("cronjob.yaml", "CronJob")
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    script = " ".join(container["args"])
+    assert script.index("lander compact") < script.index("lander analyse")
+    assert "export LANDER_WINDOW=" in script, "both jobs must see the same window"
+    assert pod["serviceAccountName"] == "lander-compaction"
+
+
+def test_ecs_service_keeps_the_stream_consumed_during_deploys() -> None:
+    service = load_cfn(ECS_TEMPLATE)["Resources"]["Service"]["Properties"]
+    deployment = service["DeploymentConfiguration"]
+    assert deployment["MinimumHealthyPercent"] == 100
+    assert deployment["MaximumPercent"] >= 200
+
+
+# -- IAM against the code's AWS calls ------------------------------------------------------
+
+
+def client_calls(path: str) -> set[str]:
+    """``self._client.<op>(`` calls of one module."""
+    return set(re.findall(r"self\._client\.(\w+)\(", (REPO / path).read_text()))
+
+
+def camel(operation: str) -> str:
+    return "".join(part.capitalize() for part in operation.split("_"))
+
+
+def policy_actions(role: str) -> set[str]:
+    resources = load_cfn(CORE_TEMPLATE)["Resources"]
+    actions: set[str] = set()
+    for policy in resources[role]["Properties"]["Policies"]:
+        for statement in policy["PolicyDocument"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            listed = statement["Action"]
+            actions.update([listed] if isinstance(listed, str) else listed)
+    assert not any("*" in action for action in actions), "least privilege: no wildcards"
+    return actions
+
+
+# The S3 operations whose IAM action is not the operation's own name.
+S3_ACTIONS = {
+    "head_object": "s3:GetObject",
+    "list_objects_v2": "s3:ListBucket",
+    "create_multipart_upload": "s3:PutObject",
+    "upload_part": "s3:PutObject",
+    "complete_multipart_upload": "s3:PutObject",
+}
+
+
+def test_worker_role_covers_every_dynamodb_call_of_the_lease_store() -> None:
+    calls = client_calls("consumer/leases/dynamo.py")
+    assert {"update_item", "scan", "put_item", "create_table"} <= calls
+    needed = {f"dynamodb:{camel(call)}" for call in calls}
+    granted = policy_actions("WorkerRole")
+    assert needed <= granted, f"missing: {sorted(needed - granted)}"
+
+
+def test_worker_role_covers_the_kinesis_and_s3_calls() -> None:
+    granted = policy_actions("WorkerRole")
+    kinesis = {f"kinesis:{camel(call)}" for call in client_calls("consumer/kinesis.py")}
+    assert kinesis, "consumer/kinesis.py makes no call?"
+    assert kinesis <= granted, f"missing: {sorted(kinesis - granted)}"
+    s3 = {
+        S3_ACTIONS.get(call, f"s3:{camel(call)}") for call in client_calls("consumer/landing/s3.py")
+    }
+    assert s3 <= granted, f"missing: {sorted(s3 - granted)}"
+    assert "s3:DeleteObject" not in granted, "workers never delete landed objects"
+
+
+def test_spark_role_reads_the_archive_and_touches_nothing_else() -> None:
+    granted = policy_actions("SparkJobRole")
+    assert {"s3:GetObject", "s3:PutObject", "s3:ListBucket"} <= granted
+    assert not {a for a in granted if not a.startswith("s3:")}, "no Kinesis, no DynamoDB"
+    statements = {
+        s["Sid"]: s
+        for p in load_cfn(CORE_TEMPLATE)["Resources"]["SparkJobRole"]["Properties"]["Policies"]
+        for s in p["PolicyDocument"]["Statement"]
+    }
+    assert statements["ReadTheArchive"]["Action"] == "s3:GetObject"
+
+
+def test_lease_table_matches_what_the_daemon_creates() -> None:
+    table = load_cfn(CORE_TEMPLATE)["Resources"]["LeaseTable"]["Properties"]
+    assert table["KeySchema"] == [{"AttributeName": "leaseKey", "KeyType": "HASH"}]
+    assert table["AttributeDefinitions"] == [{"AttributeName": "leaseKey", "AttributeType": "S"}]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    source = (REPO / "consumer/leases/dynamo.py").read_text()
+    assert '"AttributeName": "leaseKey", "KeyType": "HASH"' in source
+
+
+def test_lifecycle_never_expires_published_compaction_runs() -> None:
+    bucket = load_cfn(CORE_TEMPLATE)["Resources"]["Bucket"]["Properties"]
+    rules = {r["Id"]: r for r in bucket["LifecycleConfiguration"]["Rules"]}
+    assert rules["AbortIncompleteMultipartUploads"]["AbortIncompleteMultipartUpload"]
+    runs = rules["SupersededCompactionRuns"]
+    # Published Parquet lives in _runs/ too: only tagged (superseded) objects may expire.
+    assert runs["TagFilters"] == [{"Key": "lander-superseded", "Value": "true"}]
+    for rule in rules.values():
+        if "ExpirationInDays" in rule and "TagFilters" not in rule:
+            prefix = rule.get("Prefix", {})
+            assert "CompactedPrefix" not in str(prefix), rule["Id"]
