@@ -21,12 +21,12 @@ kinesis-lander: consume a Kinesis stream from Python through fenced DynamoDB lea
 land it in S3 exactly once, and compact it into Parquet.
 
 Start here:
-  lander demo                 the whole pipeline on an embedded local stack (2-3 min)
+  lander demo                 the whole pipeline on an embedded local stack (~1 min)
   lander local-stack          Kinesis, DynamoDB and S3 emulators on loopback
   lander run                  a worker; run one per container, they share the shards
   lander status               who owns which shard, checkpoints, lag
   lander produce              put test events (retries, KPL aggregates) into a stream
-  lander compact / analyse    the nightly Spark jobs
+  lander compact, analyse     the nightly Spark jobs (Parquet, report)
 
 Every setting is an environment variable LANDER_<NAME> (docs/configuration.md); a
 flag overrides it. A bad or missing setting stops start-up with one line naming it.

@@ -27,9 +27,10 @@ def test_help_names_the_commands_and_the_settings() -> None:
     """`lander --help` lists the commands and says where settings come from."""
     result = _lander("--help")
     assert result.returncode == 0
-    assert "run" in result.stdout
-    assert "local-stack" in result.stdout
+    for command in ("run", "status", "produce", "demo", "local-stack", "compact"):
+        assert f"lander {command}" in result.stdout, command
     assert "LANDER_" in result.stdout
+    assert "docs/configuration.md" in result.stdout
 
 
 def test_missing_settings_stop_start_up_with_one_line() -> None:
