@@ -9,7 +9,7 @@ EMULATORS := consumer/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install emulators demo test test-fast soak lint format bench spark-package s3a-jars validate-deploy clean
+.PHONY: install emulators demo chaos test test-fast soak lint format bench spark-package s3a-jars validate-deploy clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -38,9 +38,15 @@ test: install
 test-fast: $(PY_STAMP)
 	$(BIN)/pytest -m 'not emulator and not processes' $(PYTEST_ARGS)
 
-## Long soak runs (not part of `make test`).
+## The chaos run on its own: `make chaos CHAOS_ARGS="--seed 42"` replays a run,
+## `make chaos CHAOS_ARGS="--profile soak --minutes 30"` is the long soak.
+CHAOS_ARGS ?=
+chaos: install
+	$(BIN)/python -m tests.chaos $(CHAOS_ARGS)
+
+## Long soak runs (not part of `make test`): CHAOS_MINUTES (default 30) of chaos.
 soak: install
-	$(BIN)/pytest -m soak $(PYTEST_ARGS)
+	$(BIN)/pytest -m soak -s $(PYTEST_ARGS)
 
 lint: $(PY_STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,34 @@
+"""``python -m tests.chaos [--profile short|soak] [--minutes M] [--seed N]``."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.chaos.scenario import SHORT, run, soak
+
+
+def main() -> int:
+    """Run a chaos profile and print its counts; exit 0 only if exactly once held."""
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
+    parser.add_argument("--profile", choices=("short", "soak"), default="short")
+    parser.add_argument("--minutes", type=float, default=30.0, help="soak length (default 30)")
+    parser.add_argument("--rate", type=float, default=650.0, help="soak records/s (default 650)")
+    parser.add_argument("--seed", type=int, default=None, help="replay a run (default: random)")
+    parser.add_argument("--workdir", default=None, help="keep logs and archive here")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    profile = SHORT if args.profile == "short" else soak(args.minutes, args.rate)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lander-chaos-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    outcome = run(profile, seed, workdir)
+    print(outcome.report())
+    print(f"  logs          {workdir}")
+    return 0 if outcome.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

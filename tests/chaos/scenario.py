@@ -1,0 +1,546 @@
+"""The chaos run: workers landing a stream while processes die, freeze and join, the
+stream reshards, the lease table loses its items and the AWS calls fail.
+
+Workers reach Kinesis, DynamoDB and S3 only through fault-injecting proxies
+(:mod:`tests.chaos.proxy`). The producer and the checking reader talk to the
+emulators directly, so what they see is the truth. At the end an independent reader
+lists the archive bucket and checks every produced record by position; the archive is
+then copied to a folder and compacted with Spark, and the output must hold every
+produced event id exactly once.
+
+Everything random comes from one seed, printed first, so a failing run can be
+replayed: ``python -m tests.chaos --seed N``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import itertools
+import json
+import os
+import random
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from consumer.demo import Say, WorkerProcess
+from consumer.emulators import LocalStack
+from consumer.produce import Produced, Producer, ProduceSpec
+from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
+
+Position = tuple[str, str, int]
+EVENTS = ("kill", "freeze", "term", "join", "split", "merge", "delete_leases")
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How long and how hard."""
+
+    name: str
+    seconds: float
+    rate: float
+    shards: int = 4
+    workers: int = 3
+    max_workers: int = 4
+    events_every: float = 0.0
+    """0: each kind of event once, spread over the run; else one event this often."""
+    failover_seconds: float = 3.0
+    flush_seconds: float = 2.0
+    retry_share: float = 0.02
+    aggregate_share: float = 0.3
+    bad_records: int = 5
+    rates: FaultRates = field(
+        default_factory=lambda: FaultRates(
+            throttle=0.02, error=0.02, reset=0.01, lost=0.01, slow=0.02, hang=0.001
+        )
+    )
+    s3_rates: FaultRates = field(
+        # S3 sees a request per landed file, not per poll: higher rates so that a short
+        # run still loses a few PUT responses after the object was written.
+        default_factory=lambda: FaultRates(
+            throttle=0.03, error=0.03, reset=0.02, lost=0.05, slow=0.03
+        )
+    )
+    catch_up_seconds: float = 240.0
+
+
+SHORT = Profile("short", seconds=45, rate=400)
+
+
+def soak(minutes: float, rate: float = 650) -> Profile:
+    """The long profile: an event every ~40 s and 1M+ records at the default rate."""
+    return Profile("soak", seconds=minutes * 60, rate=rate, events_every=40, catch_up_seconds=900)
+
+
+@dataclass
+class Outcome:
+    """What the run did and what the checks found."""
+
+    seed: int
+    profile: str
+    produced: Produced | None = None
+    events: list[str] = field(default_factory=list)
+    faults: dict[str, dict[str, int]] = field(default_factory=dict)
+    missing: int = 0
+    unexpected: int = 0
+    raw_duplicates: int = 0
+    landed: int = 0
+    dead_letters: int = 0
+    dead_expected: int = 0
+    files: int = 0
+    compacted_rows: int = 0
+    compacted_ids: int = 0
+    lost_ids: int = 0
+    producer_removed: int = 0
+    transport_removed: int = 0
+    worker_exits: dict[str, int | None] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Exactly once: nothing missing, nothing doubled, every id once after compaction."""
+        produced = self.produced
+        return (
+            produced is not None
+            and self.missing == 0
+            and self.unexpected == 0
+            and self.raw_duplicates == 0
+            and self.dead_letters == self.dead_expected
+            and self.lost_ids == 0
+            and self.compacted_rows == self.compacted_ids == produced.events
+        )
+
+    def report(self) -> str:
+        """The counts, one per line, and the seed to replay."""
+        p = self.produced
+        lines = [
+            f"chaos {self.profile} seed={self.seed}: {'OK' if self.ok else 'FAILED'} "
+            f"in {self.seconds:.0f} s (replay: python -m tests.chaos --profile "
+            f"{self.profile} --seed {self.seed})",
+            f"  produced      {p.events if p else 0:,} events, {p.retries if p else 0:,} producer "
+            f"retries, {p.bad if p else 0} bad, {p.aggregated_user_records if p else 0:,} in "
+            f"KPL aggregates",
+            f"  archive       {self.landed:,} records in {self.files:,} files; missing "
+            f"{self.missing}, unexpected {self.unexpected}, raw duplicates "
+            f"{self.raw_duplicates}; dead letters {self.dead_letters}/{self.dead_expected}",
+            f"  compacted     {self.compacted_rows:,} rows, {self.compacted_ids:,} distinct ids, "
+            f"lost {self.lost_ids}; removed producer {self.producer_removed:,}, transport "
+            f"{self.transport_removed:,}",
+            f"  events        {'; '.join(self.events)}",
+            "  faults        "
+            + "; ".join(
+                f"{svc}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(c.items()))
+                for svc, c in sorted(self.faults.items())
+            ),
+            f"  worker exits  {self.worker_exits}",
+        ]
+        return "\n".join(lines)
+
+
+class Chaos:
+    """One run of a profile with a seed."""
+
+    def __init__(self, profile: Profile, seed: int, workdir: Path, say: Say | None = None) -> None:
+        self.profile = profile
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.workdir = workdir
+        self.say = say or Say()
+        self.outcome = Outcome(seed, profile.name)
+        self.workers: dict[str, WorkerProcess] = {}
+        self.retired: list[WorkerProcess] = []
+        self._next_worker = 1
+        self.stream = f"chaos-{seed}"
+        self.table = f"chaos-{seed}-leases"
+        self.bucket = f"chaos-{seed}"
+
+    # -- the run ---------------------------------------------------------------------
+
+    def run(self, spark: Any | None = None) -> Outcome:
+        """Run the profile, check the archive, compact, check the output."""
+        started = time.monotonic()
+        self.say(f"chaos {self.profile.name}: seed {self.seed}")
+        with LocalStack() as stack:
+            env = stack.env()
+            self.direct = {s: self._client(env, s) for s in ("kinesis", "dynamodb", "s3")}
+            proxies = [
+                FaultProxy(
+                    service,
+                    env[f"AWS_ENDPOINT_URL_{service.upper()}"],
+                    self.profile.s3_rates if service == "s3" else self.profile.rates,
+                    seed=self.seed + n,
+                )
+                for n, service in enumerate(("kinesis", "dynamodb", "s3"))
+            ]
+            with ProxyThread(proxies) as proxy_thread:
+                self.worker_env = self._worker_env(env, proxies)
+                self._create()
+                try:
+                    asyncio.run(self._produce_with_chaos(env))
+                    self._catch_up()
+                    for proxy in proxies:
+                        proxy.enabled = False  # let the graceful stops finish quickly
+                    self._stop_workers()
+                finally:
+                    for worker in [*self.workers.values(), *self.retired]:
+                        if worker.alive():
+                            worker.stop(signal.SIGKILL, timeout=5)
+                self.outcome.faults = proxy_thread.counts()
+            archive = self._download()
+        self._compact(archive, spark)
+        self.outcome.seconds = time.monotonic() - started
+        return self.outcome
+
+    @staticmethod
+    def _client(env: dict[str, str], service: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=env[f"AWS_ENDPOINT_URL_{service.upper()}"],
+            region_name=env["AWS_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            config=Config(retries={"max_attempts": 10, "mode": "standard"}),
+        )
+
+    def _worker_env(self, env: dict[str, str], proxies: list[FaultProxy]) -> dict[str, str]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("LANDER_")}
+        settings = {
+            "LANDER_STREAM": self.stream,
+            "LANDER_LEASE_TABLE": self.table,
+            "LANDER_ARCHIVE": f"s3://{self.bucket}/landed",
+            "LANDER_EVENT_ID_POINTER": "/event_id",
+            "LANDER_FAILOVER_SECONDS": str(self.profile.failover_seconds),
+            "LANDER_FLUSH_SECONDS": str(self.profile.flush_seconds),
+            "LANDER_SHARD_SYNC_SECONDS": "2",
+            "LANDER_POLL_IDLE_SECONDS": "0.25",
+            "LANDER_SHUTDOWN_SECONDS": "10",
+            "LANDER_METRICS_PORT": "0",
+            "LANDER_LOG_FORMAT": "json",
+        }
+        endpoints = {f"AWS_ENDPOINT_URL_{p.service.upper()}": p.url for p in proxies}
+        return {**clean, **env, **endpoints, **settings}
+
+    def _create(self) -> None:
+        kinesis, s3 = self.direct["kinesis"], self.direct["s3"]
+        kinesis.create_stream(StreamName=self.stream, ShardCount=self.profile.shards)
+        self._wait_active()
+        s3.create_bucket(Bucket=self.bucket)
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        for _ in range(self.profile.workers):
+            self._start_worker()
+        self.say(f"{self.profile.shards} shards, {self.profile.workers} workers, faults on")
+
+    def _wait_active(self) -> None:
+        for _ in range(300):
+            summary = self.direct["kinesis"].describe_stream_summary(StreamName=self.stream)
+            if summary["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
+                return
+            time.sleep(0.1)
+        raise AssertionError("stream did not become ACTIVE")
+
+    def _start_worker(self) -> str:
+        name = f"w{self._next_worker}"
+        self._next_worker += 1
+        env = {**self.worker_env, "LANDER_WORKER_ID": f"chaos-{name}"}
+        self.workers[name] = WorkerProcess(name, env, self.workdir / "logs" / f"{name}.log")
+        return name
+
+    # -- producing and breaking things ---------------------------------------------
+
+    async def _produce_with_chaos(self, env: dict[str, str]) -> None:
+        from consumer.aws import Clients
+
+        spec = ProduceSpec(
+            stream=self.stream,
+            count=int(self.profile.seconds * self.profile.rate),
+            rate=self.profile.rate,
+            retry_share=self.profile.retry_share,
+            aggregate_share=self.profile.aggregate_share,
+            bad_records=self.profile.bad_records,
+            run_id=f"c{self.seed}",
+            seed=self.seed,
+        )
+        saved = dict(os.environ)
+        os.environ.update(env)  # the producer writes to kinesalite directly
+        try:
+            async with Clients() as clients:
+                producer = Producer(clients.kinesis, spec, ledger=True)
+                task = asyncio.create_task(producer.run())
+                await self._events(task, producer, spec)
+                self.outcome.produced = await task
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        p = self.outcome.produced
+        self.say(f"produced {p.user_records:,} user records ({p.events:,} events)")
+
+    def _schedule(self) -> list[tuple[float, str]]:
+        length = self.profile.seconds
+        if not self.profile.events_every:
+            kinds = list(EVENTS)
+            self.rng.shuffle(kinds)
+            step = length * 0.8 / len(kinds)
+            return [
+                (length * 0.1 + i * step + self.rng.uniform(0, step / 2), k)
+                for i, k in enumerate(kinds)
+            ]
+        plan = []
+        at = self.profile.events_every
+        while at < length * 0.95:
+            plan.append((at + self.rng.uniform(-5, 5), self.rng.choice(EVENTS)))
+            at += self.profile.events_every
+        return plan
+
+    async def _events(
+        self, task: asyncio.Task[Produced], producer: Producer, spec: ProduceSpec
+    ) -> None:
+        plan = self._schedule()
+        started = time.monotonic()
+        last_progress = 0.0
+        while not task.done():
+            elapsed = time.monotonic() - started
+            while plan and plan[0][0] <= elapsed:
+                _, kind = plan.pop(0)
+                what = await asyncio.to_thread(self._event, kind)
+                if what:
+                    self.outcome.events.append(f"{elapsed:.0f}s {what}")
+                    self.say(what)
+            self._reap()
+            if time.monotonic() - last_progress > 15:
+                last_progress = time.monotonic()
+                r = producer.result
+                self.say(f"produced {r.events:,}/{spec.count:,}; workers {sorted(self._live())}")
+            await asyncio.sleep(0.2)
+
+    def _live(self) -> list[str]:
+        return [name for name, w in self.workers.items() if w.alive()]
+
+    def _reap(self) -> None:
+        """A worker that exited by itself is a finding, not chaos: restart and note it."""
+        for name, worker in list(self.workers.items()):
+            if not worker.alive():
+                code = worker.proc.returncode
+                self.outcome.worker_exits[name] = code
+                self.retired.append(self.workers.pop(name))
+                self.outcome.events.append(f"{name} exited by itself ({code})")
+                self._start_worker()
+
+    def _event(self, kind: str) -> str | None:
+        live = self._live()
+        if kind in ("kill", "freeze", "term") and len(live) < 2:
+            kind = "join"
+        if kind == "kill":
+            name = self.rng.choice(live)
+            self._retire(name, signal.SIGKILL)
+            new = self._start_worker()
+            return f"kill -9 {name}, {new} started"
+        if kind == "freeze":
+            name = self.rng.choice(live)
+            worker = self.workers[name]
+            pause = self.profile.failover_seconds * 2 + 1
+            worker.proc.send_signal(signal.SIGSTOP)
+            time.sleep(pause)
+            worker.proc.send_signal(signal.SIGCONT)
+            return f"SIGSTOP {name} for {pause:.0f} s (past failover), then SIGCONT"
+        if kind == "term":
+            name = self.rng.choice(live)
+            code = self._retire(name, signal.SIGTERM)
+            new = self._start_worker()
+            return f"SIGTERM {name} (exit {code}), {new} started"
+        if kind == "join":
+            if len(live) >= self.profile.max_workers:
+                return None
+            return f"{self._start_worker()} joined"
+        if kind == "split":
+            return self._split()
+        if kind == "merge":
+            return self._merge()
+        if kind == "delete_leases":
+            return self._delete_leases()
+        raise AssertionError(kind)
+
+    def _retire(self, name: str, signum: int) -> int | None:
+        worker = self.workers.pop(name)
+        code = worker.stop(signum, timeout=30)
+        self.outcome.worker_exits[name] = code
+        self.retired.append(worker)
+        return code
+
+    def _open_shards(self) -> list[dict[str, Any]]:
+        listed = self.direct["kinesis"].list_shards(StreamName=self.stream)["Shards"]
+        return [s for s in listed if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+
+    def _split(self) -> str | None:
+        shards = self._open_shards()
+        if len(shards) >= 8:
+            return None
+        shard = self.rng.choice(shards)
+        low = int(shard["HashKeyRange"]["StartingHashKey"])
+        high = int(shard["HashKeyRange"]["EndingHashKey"])
+        self.direct["kinesis"].split_shard(
+            StreamName=self.stream,
+            ShardToSplit=shard["ShardId"],
+            NewStartingHashKey=str((low + high) // 2),
+        )
+        self._wait_active()
+        return f"split {shard['ShardId']}"
+
+    def _merge(self) -> str | None:
+        shards = sorted(
+            self._open_shards(), key=lambda s: int(s["HashKeyRange"]["StartingHashKey"])
+        )
+        pairs = [
+            (a, b)
+            for a, b in itertools.pairwise(shards)
+            if int(a["HashKeyRange"]["EndingHashKey"]) + 1
+            == int(b["HashKeyRange"]["StartingHashKey"])
+        ]
+        if not pairs or len(shards) <= 2:
+            return None
+        a, b = self.rng.choice(pairs)
+        self.direct["kinesis"].merge_shards(
+            StreamName=self.stream, ShardToMerge=a["ShardId"], AdjacentShardToMerge=b["ShardId"]
+        )
+        self._wait_active()
+        return f"merge {a['ShardId']} + {b['ShardId']}"
+
+    def _delete_leases(self) -> str | None:
+        if any("lease items deleted" in e for e in self.outcome.events):
+            return None
+        dynamodb = self.direct["dynamodb"]
+        items = dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
+        for item in items:
+            dynamodb.delete_item(TableName=self.table, Key={"leaseKey": item["leaseKey"]})
+        return f"{len(items)} lease items deleted"
+
+    # -- after -----------------------------------------------------------------------
+
+    def _read_archive(self) -> tuple[Counter[Position], Counter[Position], int]:
+        s3 = self.direct["s3"]
+        landed: Counter[Position] = Counter()
+        dead: Counter[Position] = Counter()
+        files = 0
+        for key in self._keys():
+            body = gzip.decompress(s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+            target = dead if "/dead-letter/" in f"/{key}" else landed
+            files += target is landed
+            for raw in body.splitlines():
+                line = json.loads(raw)
+                target[
+                    (
+                        str(line["shard_id"]),
+                        str(line["sequence_number"]),
+                        int(line["subsequence_number"]),
+                    )
+                ] += 1
+        return landed, dead, files
+
+    def _keys(self) -> list[str]:
+        keys = []
+        paginator = self.direct["s3"].get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket):
+            keys.extend(
+                o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".jsonl.gz")
+            )
+        return keys
+
+    def _catch_up(self) -> None:
+        produced = self.outcome.produced
+        assert produced is not None
+        wanted = {(m.shard_id, m.sequence, m.subsequence) for m in produced.landmarks if not m.bad}
+        deadline = time.monotonic() + self.profile.catch_up_seconds
+        while True:
+            self._reap()
+            landed, dead, files = self._read_archive()
+            missing = len(wanted - set(landed))
+            if missing == 0 or time.monotonic() > deadline:
+                break
+            self.say(f"waiting for the archive: {missing:,} records to go")
+            time.sleep(3)
+        self._check(landed, dead, files)
+
+    def _check(self, landed: Counter[Position], dead: Counter[Position], files: int) -> None:
+        produced = self.outcome.produced
+        assert produced is not None
+        wanted = {(m.shard_id, m.sequence, m.subsequence) for m in produced.landmarks if not m.bad}
+        bad = {(m.shard_id, m.sequence, m.subsequence) for m in produced.landmarks if m.bad}
+        o = self.outcome
+        o.missing = len(wanted - set(landed))
+        o.unexpected = len(set(landed) - wanted)
+        o.raw_duplicates = sum(n - 1 for n in landed.values() if n > 1)
+        o.landed = sum(landed.values())
+        o.files = files
+        o.dead_letters = len(set(dead) & bad)
+        o.dead_expected = len(bad)
+        self.say(
+            f"archive: {o.landed:,} records, missing {o.missing}, raw duplicates "
+            f"{o.raw_duplicates}, dead letters {o.dead_letters}/{o.dead_expected}"
+        )
+
+    def _stop_workers(self) -> None:
+        for name in list(self.workers):
+            code = self._retire(name, signal.SIGTERM)
+            self.say(f"{name} stopped (exit {code})")
+
+    def _download(self) -> Path:
+        root = self.workdir / "archive"
+        s3 = self.direct["s3"]
+        for key in self._keys():
+            path = root / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        return root / "landed"
+
+    def _compact(self, archive: Path, spark: Any | None) -> None:
+        from pyspark.sql import functions as sf
+
+        from sparkjobs.compact import CompactJob, compact
+        from sparkjobs.compacted import read
+        from sparkjobs.io import filesystem_for
+        from sparkjobs.session import get_session
+        from sparkjobs.window import Window
+
+        own = spark is None
+        session = spark or get_session("local[2]", app="lander-chaos")
+        output = (self.workdir / "compacted").as_uri()
+        days = sorted(
+            {p.name.removeprefix("dt=") for p in (archive / f"stream={self.stream}").glob("dt=*")}
+        )
+        ids: set[str] = set()
+        o = self.outcome
+        try:
+            for day in days:
+                window = Window.parse(day)
+                manifest = compact(
+                    session, CompactJob(archive.as_uri(), self.stream, window, output, strict=True)
+                )
+                o.producer_removed += manifest.total("producer")
+                o.transport_removed += manifest.total("transport")
+                frame = read(session, filesystem_for(output, session), output, self.stream, window)
+                row = frame.agg(sf.count(sf.lit(1)).alias("n")).first()
+                assert row is not None
+                o.compacted_rows += int(row["n"])
+                ids.update(str(r["event_id"]) for r in frame.select("event_id").collect())
+        finally:
+            if own:
+                session.stop()
+        produced = o.produced
+        assert produced is not None
+        events = {m.event_id for m in produced.landmarks if m.event_id is not None and not m.bad}
+        o.compacted_ids = len(ids)
+        o.lost_ids = len(events - ids)
+        self.say(
+            f"compacted: {o.compacted_rows:,} rows, {o.compacted_ids:,} ids, lost {o.lost_ids}"
+        )
+
+
+def run(profile: Profile, seed: int, workdir: Path, spark: Any | None = None) -> Outcome:
+    """Run one chaos profile; returns the outcome (its ``report()`` is printable)."""
+    return Chaos(profile, seed, workdir).run(spark)
