@@ -43,6 +43,9 @@ def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
         unpacked = deaggregate_fields(record.data)
     except KplError as exc:
         return [_whole(shard_id, record, error=f"kpl_{exc.reason}: {exc}")]
+    if not unpacked:
+        # A valid aggregate of nothing: dead-letter it rather than let it vanish.
+        return [_whole(shard_id, record, error="kpl_empty: aggregate holds no user records")]
     sequence, arrival = record.sequence, record.arrival
     return [
         Record(shard_id, Position(sequence, index), partition_key, data, arrival, hash_key)

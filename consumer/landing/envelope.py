@@ -9,6 +9,7 @@ they span several lines.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ class DeadLetter:
                 "shard_id": self.record.shard_id,
                 "sequence_number": self.record.sequence_number,
                 "subsequence_number": self.record.position.subsequence,
-                "partition_key": self.record.partition_key,
+                "partition_key": orjson.Fragment(json_string(self.record.partition_key)),
                 "arrival_ts": format_ts(self.record.arrival),
                 "data_base64": base64.b64encode(self.record.data).decode("ascii"),
             },
@@ -73,6 +74,25 @@ class EventIdPointer:
         if node is None or isinstance(node, dict | list):
             return None
         return node if isinstance(node, str) else orjson.dumps(node).decode()
+
+
+def json_string(text: str) -> bytes:
+    """``text`` as a JSON string. A lone surrogate (which Kinesis passes through in a
+    partition key) cannot be UTF-8; it is written as its ``\\ud8xx`` escape instead of
+    failing the record, and so the shard."""
+    try:
+        return orjson.dumps(text)
+    except TypeError:
+        return json.dumps(text).encode("ascii")
+
+
+def _invalid_json(data: bytes, exc: orjson.JSONDecodeError) -> str:
+    """The dead-letter reason for a payload orjson refused, naming a bad UTF-8 byte."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"invalid JSON: invalid UTF-8 at byte {bad.start}: {bad.reason}"
+    return f"invalid JSON: {str(exc)[:200]}"
 
 
 def format_ts(when: datetime) -> str:
@@ -128,7 +148,7 @@ class Encoder:
         # Partition keys repeat (KPL aggregates often carry a handful); bounded cache.
         encoded = self._keys.get(partition_key)
         if encoded is None:
-            encoded = orjson.dumps(partition_key)
+            encoded = json_string(partition_key)
             if len(self._keys) < 4096:
                 self._keys[partition_key] = encoded
         return encoded
@@ -146,12 +166,16 @@ class Encoder:
             try:
                 document = orjson.loads(record.data)
             except orjson.JSONDecodeError as exc:
-                return DeadLetter(record, f"invalid JSON: {str(exc)[:200]}")
+                return DeadLetter(record, _invalid_json(record.data, exc))
             payload = record.data
             if b"\n" in payload or b"\r" in payload:
-                payload = orjson.dumps(document)
-            else:
-                payload = payload.strip()
+                # In valid JSON a CR or LF byte can only be whitespace between tokens
+                # (inside strings they must be escaped, and UTF-8 never uses these bytes
+                # within a character), so blanking them keeps the payload byte for byte
+                # otherwise. Re-serialising would not: orjson writes at most 254 levels
+                # of nesting (it reads 1,024) and turns big integers into doubles.
+                payload = payload.replace(b"\r", b" ").replace(b"\n", b" ")
+            payload = payload.strip()
             if self.event_id is not None:
                 event_id = self.event_id.resolve(document)
         extra = b',"event_id":' + orjson.dumps(event_id) if self.event_id is not None else b""
