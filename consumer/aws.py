@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import random
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
+from aiobotocore.session import AioSession, get_session
 from botocore.exceptions import ClientError
+from botocore.utils import parse_timestamp
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -36,6 +38,28 @@ def client_config(max_pool: int = 50) -> AioConfig:
     )
 
 
+def epoch_timestamp(value: Any) -> datetime:
+    """Epoch seconds (how Kinesis' JSON protocol sends ``ApproximateArrivalTimestamp``)
+    straight to a UTC datetime; anything else as botocore parses it.
+
+    botocore's default turns every arrival time into a ``tzlocal()`` datetime through
+    dateutil, about 12 of the 19 us per record a GetRecords response costs to parse
+    (bench drain). The instant is the same; only the zone object differs.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC)
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
+def aws_session() -> AioSession:
+    """An aiobotocore session whose clients parse timestamps with :func:`epoch_timestamp`."""
+    session = get_session()
+    factory = session.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=epoch_timestamp)
+    return session
+
+
 def region() -> str:
     """The region botocore will use, or us-east-1 when none is configured."""
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
@@ -52,7 +76,7 @@ class Clients:
         self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Clients:
-        session = get_session()
+        session = aws_session()
         config = client_config()
         self.kinesis = await self._stack.enter_async_context(
             session.create_client("kinesis", region_name=region(), config=config)

@@ -119,7 +119,11 @@ class ShardReader:
             yield Batch(records, page.millis_behind, shard_end=iterator is None)
             if iterator is None:
                 return
-            if not page.records and not page.millis_behind:
+            if not page.millis_behind:
+                # Caught up: wait before the next call even if this one returned
+                # records, as KCL does. A busy shard read 5 times a second would use the
+                # whole per-shard read limit and throttle every other reader of the
+                # stream; behind, the reader goes as fast as the limit allows.
                 await self._nap(self.idle_seconds)
 
     async def _get_records(self, iterator: str) -> RecordsPage:
