@@ -75,4 +75,4 @@ validate-deploy:
 	$(PYTHON) deploy/validate.py
 
 clean:
-	rm -rf dist .cache $(VENV) .venv-deploy $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf dist .cache $(VENV) .venv-deploy .venv-peers $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

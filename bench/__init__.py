@@ -5,10 +5,13 @@ on 127.0.0.1, measures the project *and* a baseline on that same stack, and repo
 ratios. Nothing here asserts wall-clock times: emulators and CI machines vary too
 much for absolute numbers to mean anything on their own.
 
-    python -m bench              # every benchmark
-    python -m bench drain        # one worker against a bare GetRecords loop
+    python -m bench              # every benchmark, then docs/benchmarks.md rewritten
+    python -m bench drain        # one worker against a bare loop and async-kinesis
     python -m bench failover     # kill -9 and SIGTERM hand-offs between processes
-    python -m bench --quick      # a short smoke version of the same
+    python -m bench requests     # AWS requests per shard-minute against KCL's defaults
+    python -m bench --quick      # a short smoke version of the same (docs untouched)
+    python -m bench --docs-only  # rewrite docs/benchmarks.md from the saved results
 
-Results go to ``bench/results/<name>.json`` (not committed) and a table on stdout.
+Results go to ``bench/results/<name>.json`` (not committed) and a table on stdout; the
+generated blocks of docs/benchmarks.md come from those files (:mod:`bench.docs`).
 """

@@ -1,20 +1,31 @@
-"""Drain: one in-process worker over a pre-filled 4-shard stream, against a bare loop.
+"""Drain: one in-process worker over a pre-filled 4-shard stream, against a bare loop
+and against the ``async-kinesis`` package.
 
-Both sides read the same kinesalite stream from TRIM_HORIZON in the same run, and
-alternate (bare, worker, worker with a faster lease scan, bare, ...) so that drift in
-the emulator or the machine hits both alike.
+Every side reads the same kinesalite stream from TRIM_HORIZON in the same run, and the
+sides alternate (bare, worker, ..., bare, worker, ...) so that drift in the emulator or
+the machine hits them alike.
 
 * **bare**: one aiobotocore Kinesis client (the worker's client configuration); per
   shard GetShardIterator(TRIM_HORIZON), then GetRecords(Limit=10000) at most every
   0.2 s (the 5 calls/s/shard rule the worker also obeys) until the shard's records are
   all read; every shard at once.
 * **worker**: ``consumer.worker.Worker`` on a fresh lease table with a counting
-  processor that checkpoints once per batch, as a real one would. Timed from ``run()``
-  to the moment the processor has counted every record; start-up (table, shard sync,
-  first lease pass, first GetRecords) is included, and also reported on its own as
-  time to first record.
+  processor that checkpoints once per batch. At the 10,000-record pages of this drain
+  that is what the lander does too (it checkpoints once per landed file, and a file
+  holds at most 10,000 records). Timed from ``run()`` to the moment the processor has
+  counted every record; start-up (table, shard sync, first lease pass, first
+  GetRecords) is included, and also reported on its own as time to first record.
+* **bare / worker, epoch timestamps**: the same two with botocore's response parser
+  told to turn Kinesis' epoch-second timestamps into UTC datetimes directly, instead
+  of its default (``parse_timestamp`` into a ``tzlocal()`` datetime through dateutil,
+  about 12 us per record). A change proposed for ``consumer/aws.py``; both sides get
+  it, so their ratio stays like for like.
+* **async-kinesis**: the ``async-kinesis`` package's ``Consumer`` in a subprocess of
+  its own virtualenv (``.venv-peers``, see :mod:`bench.peers`), in-memory
+  checkpointer, 5 calls/s/shard (:mod:`bench.peers.async_kinesis_drain`).
 
-The ratio is the median worker rate over the median bare rate (target: >= 0.9).
+The ratio is a side's median rate over the median rate of its baseline (target for
+the worker: >= 0.9 of bare).
 """
 
 from __future__ import annotations
@@ -31,13 +42,17 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from aiobotocore.session import get_session
+from aiobotocore.session import AioSession, get_session
+from botocore.utils import parse_timestamp
 
 from bench.local_aws import LOOPBACK, LocalAws, boto3_client, create_stream, shard_hash_keys
+from bench.peers import ASYNC_KINESIS_DRAIN, PeersUnavailableError, ensure_peers_venv
 from bench.report import RESULTS, fmt, heading, median, progress, table
 from consumer.aws import Clients, client_config, region
 from consumer.config import load_settings
@@ -50,6 +65,14 @@ from consumer.worker import Worker, tune_gc
 
 TARGET_RATIO = 0.9
 PUT_BATCH = 500
+
+BARE = "bare"
+WORKER = "worker"
+BARE_EPOCH = "bare, epoch timestamps"
+WORKER_EPOCH = "worker, epoch timestamps"
+ASYNC_KINESIS = "async-kinesis"
+BASELINE = {WORKER: BARE, BARE_EPOCH: BARE, WORKER_EPOCH: BARE_EPOCH, ASYNC_KINESIS: BARE}
+"""What each side is compared with (besides plain bare, which every side is)."""
 
 
 DEFAULT_GC = gc.get_threshold()
@@ -64,8 +87,11 @@ class DrainConfig:
     rounds: int = 3
     payload_bytes: int = 200
     putters: int = 8
-    fast_scan_seconds: float = 0.25
     timeout_seconds: float = 600.0
+    epoch_timestamps: bool = True
+    """Also run bare and worker with the epoch-timestamp parser (a proposed change)."""
+    peers: bool = True
+    """Also run the async-kinesis package (installs .venv-peers when missing)."""
     profile: bool = False
     """cProfile each worker run; stats to bench/results/<name>.prof, top lines printed."""
 
@@ -102,6 +128,8 @@ class Run:
     emulator_cpu_seconds: dict[str, float] = field(default_factory=dict)
     load_average: float = 0.0
     """The machine's 1-minute load average when the run began (other work on it)."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Anything else a side reports (async-kinesis: its versions and settings)."""
 
     @property
     def rate(self) -> float:
@@ -126,6 +154,9 @@ class Run:
             "steady_rate": self.steady_rate,
             "cpu_us_per_record": self.cpu_us_per_record,
             "kinesalite_cpu_us_per_record": self.emulator_cpu_seconds.get("kinesalite", 0.0)
+            / self.records
+            * 1e6,
+            "moto_cpu_us_per_record": self.emulator_cpu_seconds.get("moto", 0.0)
             / self.records
             * 1e6,
         }
@@ -251,12 +282,59 @@ async def fill(stream: str, hash_keys: Sequence[str], config: DrainConfig) -> fl
     return time.perf_counter() - began
 
 
+# -- the SDK's timestamp parser ----------------------------------------------------------
+
+
+def epoch_utc_timestamp(value: Any) -> datetime:
+    """Epoch seconds (Kinesis' JSON) straight to a UTC datetime; anything else as botocore.
+
+    botocore's default turns every ``ApproximateArrivalTimestamp`` into a ``tzlocal()``
+    datetime through dateutil: about 12 of the 19 us per record that parsing a
+    GetRecords response costs. The instant is the same either way.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC)
+    parsed: datetime = parse_timestamp(value)
+    return parsed
+
+
+def sdk_session(epoch_timestamps: bool) -> AioSession:
+    """A fresh aiobotocore session; with the epoch-timestamp parser if asked."""
+    session = get_session()
+    if epoch_timestamps:
+        session.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=epoch_utc_timestamp
+        )
+    return session
+
+
+@asynccontextmanager
+async def worker_clients(epoch_timestamps: bool) -> AsyncIterator[Any]:
+    """The worker's Kinesis and DynamoDB clients: the product's :class:`Clients`, or the
+    same configuration on a session with the epoch-timestamp parser."""
+    if not epoch_timestamps:
+        async with Clients() as clients:
+            yield clients
+        return
+    session = sdk_session(epoch_timestamps=True)
+    async with AsyncExitStack() as stack:
+        clients = Clients()
+        for service in ("kinesis", "dynamodb"):
+            client = await stack.enter_async_context(
+                session.create_client(service, region_name=region(), config=client_config())
+            )
+            setattr(clients, service, client)
+        yield clients
+
+
 # -- the baseline ------------------------------------------------------------------------
 
 
-async def bare_drain(stream: str, expected: dict[str, int], round_: int) -> Run:
+async def bare_drain(
+    stream: str, expected: dict[str, int], round_: int, epoch_timestamps: bool = False
+) -> Run:
     """Read every shard to its expected count with nothing but GetRecords."""
-    session = get_session()
+    session = sdk_session(epoch_timestamps)
     log = CallLog()
     first: list[float] = []
     async with session.create_client(
@@ -294,7 +372,7 @@ async def bare_drain(stream: str, expected: dict[str, int], round_: int) -> Run:
     end = max(t for t, _ in results)
     records = sum(n for _, n in results)
     return Run(
-        side="bare",
+        side=BARE_EPOCH if epoch_timestamps else BARE,
         round=round_,
         records=records,
         seconds=end - began,
@@ -366,22 +444,17 @@ async def worker_drain(
     stream: str,
     expected: dict[str, int],
     round_: int,
-    lease_scan_seconds: float | None,
+    epoch_timestamps: bool,
     limit_seconds: float,
 ) -> Run:
     """Run one in-process worker on a fresh lease table until it has counted everything."""
     run_id = uuid.uuid4().hex[:8]
-    overrides: dict[str, Any] = {
-        "stream": stream,
-        "lease_table": f"bench-drain-{run_id}",
-        "worker_id": f"bench-drain-{run_id}",
-    }
-    if lease_scan_seconds is not None:
-        overrides["lease_scan_seconds"] = lease_scan_seconds
-    settings = load_settings(**overrides)
+    settings = load_settings(
+        stream=stream, lease_table=f"bench-drain-{run_id}", worker_id=f"bench-drain-{run_id}"
+    )
     tally = Tally(expected=sum(expected.values()))
     log = CallLog()
-    async with Clients() as clients:
+    async with worker_clients(epoch_timestamps) as clients:
         worker = Worker(
             settings,
             DynamoLeaseStore(clients.dynamodb, settings.lease_table),
@@ -412,7 +485,7 @@ async def worker_drain(
     if tally.first_at is None or tally.last_at is None:
         raise RuntimeError("the worker finished without counting a record")
     return Run(
-        side="worker" if lease_scan_seconds is None else f"worker scan={lease_scan_seconds:g}s",
+        side=WORKER_EPOCH if epoch_timestamps else WORKER,
         round=round_,
         records=tally.count,
         seconds=tally.last_at - tally.began,
@@ -444,21 +517,70 @@ async def profiled(side: Awaitable[Run], name: str) -> Run:
     return run
 
 
+# -- async-kinesis ------------------------------------------------------------------------
+
+
+async def async_kinesis_drain(
+    python: str, stream: str, expected: dict[str, int], round_: int, limit_seconds: float
+) -> Run:
+    """Run bench/peers/async_kinesis_drain.py in the peers' venv; its timings as a Run.
+
+    Its CPU is the subprocess's own (reported by it), not this process's.
+    """
+    process = await asyncio.create_subprocess_exec(
+        python,
+        str(ASYNC_KINESIS_DRAIN),
+        stream,
+        str(sum(expected.values())),
+        "--timeout",
+        str(limit_seconds),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=limit_seconds + 60)
+    except TimeoutError:
+        process.kill()  # exactly the process started above
+        await process.wait()
+        raise
+    if process.returncode != 0:
+        tail = "\n".join(err.decode(errors="replace").strip().splitlines()[-10:])
+        raise RuntimeError(f"async-kinesis drain exited with {process.returncode}:\n{tail}")
+    data = json.loads(out.decode().strip().splitlines()[-1])
+    log = CallLog([(str(s), float(a), float(b)) for s, a, b in data["calls"]])
+    run = Run(
+        side=ASYNC_KINESIS,
+        round=round_,
+        records=int(data["records"]),
+        seconds=float(data["seconds"]),
+        first_record_seconds=float(data["first_record_seconds"]),
+        get_records=log.stats(until=float(data["last_record_at"])),
+        stop_seconds=float(data["stop_seconds"]),
+        checkpoints=len(data["checkpoints"]),
+        cpu_seconds=float(data["cpu_seconds"]),
+    )
+    run.details = {"versions": data["versions"], "settings": data["settings"]}
+    return run
+
+
 # -- the benchmark ---------------------------------------------------------------------
 
 
 def summarise(runs: list[Run]) -> dict[str, Any]:
-    """Medians per side and the ratios to the bare median."""
+    """Medians per side, the ratio to bare and to the side's own baseline."""
     sides: dict[str, list[Run]] = {}
     for run in runs:
         sides.setdefault(run.side, []).append(run)
-    bare = sides["bare"]
-    bare_rate = median([r.rate for r in bare])
-    bare_steady = median([r.steady_rate for r in bare])
+    rates = {side: median([r.rate for r in side_runs]) for side, side_runs in sides.items()}
+    steadies = {
+        side: median([r.steady_rate for r in side_runs]) for side, side_runs in sides.items()
+    }
+    bare_rate, bare_steady = rates[BARE], steadies[BARE]
     summary: dict[str, Any] = {}
     for side, side_runs in sides.items():
-        rate = median([r.rate for r in side_runs])
-        steady = median([r.steady_rate for r in side_runs])
+        rate, steady = rates[side], steadies[side]
+        baseline = BASELINE.get(side, BARE) if BASELINE.get(side, BARE) in rates else BARE
         summary[side] = {
             "runs": len(side_runs),
             "median_rate": rate,
@@ -472,7 +594,16 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
             "median_gap_seconds": median([r.get_records.mean_gap_seconds for r in side_runs]),
             "ratio_to_bare": rate / bare_rate,
             "steady_ratio_to_bare": steady / bare_steady,
-            "target_met": side == "bare" or rate / bare_rate >= TARGET_RATIO,
+            "baseline": baseline,
+            "ratio_to_baseline": rate / rates[baseline],
+            "steady_ratio_to_baseline": steady / steadies[baseline],
+            "median_checkpoint_seconds": median(
+                [r.checkpoint_seconds for r in side_runs if r.checkpoint_seconds is not None]
+            ),
+            "median_stop_seconds": median(
+                [r.stop_seconds for r in side_runs if r.stop_seconds is not None]
+            ),
+            "target_met": None if side != WORKER else rate / bare_rate >= TARGET_RATIO,
         }
     return summary
 
@@ -483,7 +614,8 @@ async def measured(aws: LocalAws, side: Awaitable[Run]) -> Run:
     cpu, emulators = time.process_time(), aws.cpu_seconds()
     run = await side
     run.load_average = load
-    run.cpu_seconds = time.process_time() - cpu
+    if run.side != ASYNC_KINESIS:  # that one reports its own process's CPU
+        run.cpu_seconds = time.process_time() - cpu
     run.emulator_cpu_seconds = {
         name: used - emulators[name] for name, used in aws.cpu_seconds().items()
     }
@@ -504,19 +636,39 @@ async def run_drain(aws: LocalAws, config: DrainConfig) -> dict[str, Any]:
     progress(f"drain: filled in {fill_seconds:.1f} s ({total / fill_seconds:,.0f} records/s)")
     expected = dict.fromkeys(hash_keys, config.records_per_shard)
 
+    peers_python: str | None = None
+    peers_skipped: str | None = None if config.peers else "not asked for (--no-peers)"
+    if config.peers:
+        try:
+            peers_python = str(ensure_peers_venv())
+        except PeersUnavailableError as exc:
+            peers_skipped = f"the peers' venv could not be installed: {exc}"
+            progress(f"drain: async-kinesis skipped: {peers_skipped}")
+
+    sides = [BARE, WORKER]
+    if config.epoch_timestamps:
+        sides += [BARE_EPOCH, WORKER_EPOCH]
+    if peers_python is not None:
+        sides.append(ASYNC_KINESIS)
     runs: list[Run] = []
     for round_ in range(1, config.rounds + 1):
-        # Bare, then the worker with the product's default lease scan, then a faster scan.
-        for side in ("bare", "worker", "worker-fast-scan"):
-            if side == "bare":
-                run = await measured(aws, bare_drain(stream, expected, round_))
+        for side in sides:
+            work: Awaitable[Run]
+            if side == ASYNC_KINESIS and peers_python is not None:
+                work = async_kinesis_drain(
+                    peers_python, stream, expected, round_, config.timeout_seconds
+                )
+            elif side in (BARE, BARE_EPOCH):
+                work = bare_drain(stream, expected, round_, epoch_timestamps=side == BARE_EPOCH)
             else:
-                scan = config.fast_scan_seconds if side == "worker-fast-scan" else None
-                worker = worker_drain(stream, expected, round_, scan, config.timeout_seconds)
-                if config.profile:
-                    run = await profiled(worker, f"drain-{side}-{round_}")
-                else:
-                    run = await measured(aws, worker)
+                work = worker_drain(
+                    stream, expected, round_, side == WORKER_EPOCH, config.timeout_seconds
+                )
+            if config.profile and side != ASYNC_KINESIS:
+                name = side.replace(", ", "-").replace(" ", "-")
+                run = await profiled(work, f"drain-{name}-{round_}")
+            else:
+                run = await measured(aws, work)
             runs.append(run)
             progress(
                 f"drain round {round_} {run.side}: {run.records:,} records in "
@@ -533,22 +685,30 @@ async def run_drain(aws: LocalAws, config: DrainConfig) -> dict[str, Any]:
         "runs": [run.as_dict() for run in runs],
         "summary": summary,
         "target_ratio": TARGET_RATIO,
+        "async_kinesis": {
+            "ran": peers_python is not None,
+            "skipped": peers_skipped,
+            **next((r.details for r in runs if r.side == ASYNC_KINESIS), {}),
+        },
     }
     print_drain(result)
     return result
 
 
 def print_drain(result: dict[str, Any]) -> None:
-    """The drain tables."""
+    """The drain tables, on stdout."""
+    print(f"\n{render_drain(result)}", flush=True)
+
+
+def render_drain(result: dict[str, Any]) -> str:
+    """The drain tables: every run, then the medians per side with their ratios."""
     config = result["config"]
-    heading(
-        f"drain: {config['shards']} shards x {config['records_per_shard']:,} records "
-        f"(~{config['payload_bytes']} B), {config['rounds']} rounds alternating"
-    )
-    print(
+    lines = [
+        f"== drain: {config['shards']} shards x {config['records_per_shard']:,} records "
+        f"(~{config['payload_bytes']} B), {config['rounds']} rounds alternating ==",
         f"fill: {result['fill_seconds']:.1f} s, {result['fill_rate']:,.0f} records/s "
-        f"({config['putters']} putters, PutRecords x{PUT_BATCH})"
-    )
+        f"({config['putters']} putters, PutRecords x{PUT_BATCH})",
+    ]
     rows = [
         [
             run["round"],
@@ -562,63 +722,68 @@ def print_drain(result: dict[str, Any]) -> None:
             run["get_records"]["mean_gap_seconds"],
             run["cpu_us_per_record"],
             run["kinesalite_cpu_us_per_record"],
+            run.get("moto_cpu_us_per_record"),
             run["load_average"],
         ]
         for run in result["runs"]
     ]
-    print(
-        table(
-            [
-                "round",
-                "side",
-                "records",
-                "seconds",
-                "records/s",
-                "first rec s",
-                "steady rec/s",
-                "in flight",
-                "gap s",
-                "py us/rec",
-                "kinesalite us/rec",
-                "load",
-            ],
-            rows,
-        )
-    )
-    print()
+    headers = [
+        "round",
+        "side",
+        "records",
+        "seconds",
+        "records/s",
+        "first rec s",
+        "steady rec/s",
+        "in flight",
+        "gap s",
+        "py us/rec",
+        "kinesalite us/rec",
+        "moto us/rec",
+        "load",
+    ]
+    lines += [table(headers, rows), ""]
     rows = [
         [
             side,
             values["median_rate"],
             values["ratio_to_bare"],
+            values["steady_ratio_to_bare"],
+            values.get("baseline", "bare"),
+            values.get("ratio_to_baseline", values["ratio_to_bare"]),
             values["median_first_record_seconds"],
             values["median_steady_rate"],
-            values["steady_ratio_to_bare"],
-            values["median_get_records_in_flight"],
+            values["median_cpu_us_per_record"],
             values["median_gap_seconds"],
-            "-" if side == "bare" else fmt(values["target_met"]),
+            "-" if values["target_met"] is None else fmt(values["target_met"]),
         ]
         for side, values in result["summary"].items()
     ]
-    print(
-        table(
-            [
-                "side (median)",
-                "records/s",
-                "x bare",
-                "first rec s",
-                "steady rec/s",
-                "steady x bare",
-                "in flight",
-                "gap s",
-                f">= {result['target_ratio']}",
-            ],
-            rows,
-        )
-    )
-    print(
+    headers = [
+        "side (median)",
+        "records/s",
+        "x bare",
+        "steady x bare",
+        "baseline",
+        "x baseline",
+        "first rec s",
+        "steady rec/s",
+        "py us/rec",
+        "gap s",
+        f">= {result['target_ratio']}",
+    ]
+    lines.append(table(headers, rows))
+    peer = result.get("async_kinesis", {})
+    if peer.get("skipped"):
+        lines.append(f"async-kinesis: not run: {peer['skipped']}")
+    elif peer.get("versions"):
+        versions = ", ".join(f"{k} {v}" for k, v in peer["versions"].items())
+        lines.append(f"async-kinesis: {versions}, in .venv-peers; {peer['settings']}")
+    lines.append(
         "records/s: start to last record; steady: first record to last record; "
         "first rec s: start-up cost; in flight: mean GetRecords calls outstanding; gap s: "
-        "mean time per shard from a GetRecords response to the next call; us/rec: CPU of this "
-        "process and of kinesalite per record; load: 1-min load average at the start."
+        "mean time per shard from a GetRecords response to the next call; us/rec: CPU per "
+        "record of the consuming process (async-kinesis: its subprocess, after its imports), "
+        "of kinesalite and of moto (the lease table); load: 1-min load average at the start."
     )
+    return "\n".join(lines)

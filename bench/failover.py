@@ -29,7 +29,7 @@ from typing import Any
 
 from bench.cluster import LeaseTable, Producer, Recordings, Workers
 from bench.local_aws import LocalAws, boto3_client, create_stream, shard_hash_keys
-from bench.report import RESULTS, fmt, heading, median, progress, table
+from bench.report import RESULTS, fmt, median, progress, table
 from tests.support.cluster import wait_until
 
 
@@ -253,13 +253,19 @@ def run_failover(aws: LocalAws, config: FailoverConfig) -> dict[str, Any]:
 
 
 def print_failover(result: dict[str, Any]) -> None:
-    """The failover tables."""
+    """The failover tables, on stdout."""
+    print(f"\n{render_failover(result)}", flush=True)
+
+
+def render_failover(result: dict[str, Any]) -> str:
+    """The failover tables: every round, then medians and maxima against the bounds."""
     config = result["config"]
+    out: list[str] = []
     for setting in result["settings"]:
         failover, renew = setting["failover_seconds"], setting["renew_seconds"]
-        heading(
-            f"failover: LANDER_FAILOVER_SECONDS={failover:g} (renew {renew:.2f} s), "
-            f"{config['shards']} shards, 2 worker processes, {config['rate']:g} records/s"
+        out.append(
+            f"== failover: LANDER_FAILOVER_SECONDS={failover:g} (renew {renew:.2f} s), "
+            f"{config['shards']} shards, 2 worker processes, {config['rate']:g} records/s =="
         )
         rows = [
             [
@@ -273,7 +279,7 @@ def print_failover(result: dict[str, Any]) -> None:
             ]
             for r in setting["rounds"]
         ]
-        print(
+        out.append(
             table(
                 [
                     "signal",
@@ -287,7 +293,7 @@ def print_failover(result: dict[str, Any]) -> None:
                 rows,
             )
         )
-        print()
+        out.append("")
         rows = []
         for kind, label in (("kill", "kill -9"), ("sigterm", "SIGTERM")):
             s = setting["summary"][kind]
@@ -310,7 +316,7 @@ def print_failover(result: dict[str, Any]) -> None:
                     fmt(s["bound_met"]),
                 ]
             )
-        print(
+        out.append(
             table(
                 [
                     "signal",
@@ -325,8 +331,10 @@ def print_failover(result: dict[str, Any]) -> None:
                 rows,
             )
         )
-    print(
+        out.append("")
+    out.append(
         "owner changed: the table (boto3 scan every 0.1 s) shows the survivor owning every "
         "shard of the victim; delivering: the survivor's first batch of the slowest of them. "
         "Times from the signal."
     )
+    return "\n".join(out)

@@ -14,7 +14,17 @@ from typing import Any
 
 from consumer.emulators.stack import NODE_MODULES
 
-PACKAGES = ("aiobotocore", "botocore", "boto3", "moto", "structlog", "pydantic-settings")
+PACKAGES = (
+    "aiobotocore",
+    "botocore",
+    "boto3",
+    "moto",
+    "structlog",
+    "pydantic-settings",
+    "orjson",
+    "duckdb",
+    "pyspark",
+)
 
 
 def _cpu_model() -> str:
@@ -40,6 +50,15 @@ def _node_version() -> str:
         return "not found"
     done = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
     return done.stdout.strip() or "unknown"
+
+
+def _java_version() -> str | None:
+    java = shutil.which("java")
+    if java is None:
+        return None
+    done = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[0].strip() if lines else None
 
 
 def _kinesalite_version() -> str:
@@ -71,6 +90,7 @@ def machine_facts() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "node": _node_version(),
         "kinesalite": _kinesalite_version(),
+        "java": _java_version(),
         "packages": {name: _version(name) for name in PACKAGES},
     }
 
@@ -83,4 +103,5 @@ def describe(facts: dict[str, Any]) -> str:
         f"{facts['platform']}\n"
         f"software: Python {facts['python']}, Node {facts['node']}, "
         f"kinesalite {facts['kinesalite']}, {packages}"
+        + (f", Java {facts['java']}" if facts.get("java") else "")
     )

@@ -1,0 +1,335 @@
+"""Write the measured parts of docs/benchmarks.md from ``bench/results/*.json``.
+
+The page keeps its hand-written sections. What is measured sits between markers::
+
+    <!-- bench:NAME -->
+    ... generated, replaced on every write ...
+    <!-- /bench:NAME -->
+
+``summary`` is the table of every figure with its ratio to its baseline, ``machine`` the
+machine facts and versions, and each benchmark's block is its report as printed. A
+result from a ``--quick`` run never replaces a block: the page keeps the last full run
+(``python -m bench --docs-only`` rewrites the page from the JSON files alone).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.report import RESULTS
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+BENCHMARKS = ("drain", "failover", "hotpath", "latency", "requests", "compaction")
+BLOCKS = ("summary", "machine", *BENCHMARKS)
+# Anything that looks like a path of the machine the benchmarks ran on.
+_LOCAL_PATH = re.compile(r"(?<![\w.])/(?:work|tmp|root|home|opt|var|usr)/")
+
+Row = tuple[str, str, str, str, str]
+
+
+def load_results(directory: Path = RESULTS) -> dict[str, dict[str, Any]]:
+    """Every ``<benchmark>.json`` there is, by benchmark name."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in BENCHMARKS:
+        path = directory / f"{name}.json"
+        if path.exists():
+            results[name] = json.loads(path.read_text())
+    return results
+
+
+def replace_block(text: str, name: str, content: str) -> tuple[str, bool]:
+    """``text`` with the block ``name`` holding ``content``; False if it has no such block."""
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    i = text.find(start)
+    j = text.find(end, i + len(start)) if i >= 0 else -1
+    if i < 0 or j < 0:
+        return text, False
+    return text[: i + len(start)] + "\n" + content.strip("\n") + "\n" + text[j:], True
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def drain_rows(result: Mapping[str, Any]) -> list[Row]:
+    """The worker against bare; the proposed parser; async-kinesis."""
+    summary = result["summary"]
+    config = result["config"]
+    shape = f"{config['shards']} shards x {config['records_per_shard']:,}"
+    bare, worker = summary["bare"], summary["worker"]
+    target = result["target_ratio"]
+    rows: list[Row] = [
+        (
+            f"drain, one worker, {shape}",
+            f"{_rate(worker['median_rate'])} rec/s (steady {_rate(worker['median_steady_rate'])})",
+            f"bare GetRecords loop {_rate(bare['median_rate'])} "
+            f"(steady {_rate(bare['median_steady_rate'])})",
+            f"**{_x(worker['ratio_to_bare'])}** (steady {_x(worker['steady_ratio_to_bare'])})",
+            f">= {target}x: {_met(worker['ratio_to_bare'] >= target)}",
+        )
+    ]
+    epoch_worker = summary.get("worker, epoch timestamps")
+    epoch_bare = summary.get("bare, epoch timestamps")
+    if epoch_worker and epoch_bare:
+        rows.append(
+            (
+                "drain, both with epoch timestamps (proposed `consumer/aws.py` change)",
+                f"{_rate(epoch_worker['median_rate'])} rec/s "
+                f"(steady {_rate(epoch_worker['median_steady_rate'])})",
+                f"bare, same parser {_rate(epoch_bare['median_rate'])} "
+                f"(steady {_rate(epoch_bare['median_steady_rate'])})",
+                f"**{_x(epoch_worker['ratio_to_baseline'])}** "
+                f"(steady {_x(epoch_worker['steady_ratio_to_baseline'])})",
+                f"{_x(epoch_worker['ratio_to_bare'])} of plain bare",
+            )
+        )
+    peer = summary.get("async-kinesis")
+    if peer:
+        version = result.get("async_kinesis", {}).get("versions", {}).get("async-kinesis", "?")
+        rows.append(
+            (
+                f"drain, async-kinesis {version} (in-memory checkpoints, no leases)",
+                f"{_rate(peer['median_rate'])} rec/s (steady {_rate(peer['median_steady_rate'])})",
+                f"bare GetRecords loop {_rate(bare['median_rate'])}",
+                f"**{_x(peer['ratio_to_bare'])}** (steady {_x(peer['steady_ratio_to_bare'])})",
+                f"worker = {_x(worker['median_rate'] / peer['median_rate'])} async-kinesis",
+            )
+        )
+    elif result.get("async_kinesis", {}).get("skipped"):
+        rows.append(
+            (
+                "drain, async-kinesis",
+                "not run",
+                "-",
+                "-",
+                str(result["async_kinesis"]["skipped"]).splitlines()[0],
+            )
+        )
+    return rows
+
+
+def failover_rows(result: Mapping[str, Any]) -> list[Row]:
+    """kill -9 against failover + renew; SIGTERM against the failover time."""
+    rows: list[Row] = []
+    for setting in result["settings"]:
+        failover = setting["failover_seconds"]
+        kill, term = setting["summary"]["kill"], setting["summary"]["sigterm"]
+        if kill["rounds"]:
+            rows.append(
+                (
+                    f"failover, kill -9, failover {failover:g} s ({kill['rounds']} rounds)",
+                    f"median {kill['median_deliver_seconds']:.2f} s, "
+                    f"max {kill['max_deliver_seconds']:.2f} s",
+                    f"failover + renew = {kill['bound_seconds']:.2f} s",
+                    f"max = {_x(kill['max_over_bound'])} bound",
+                    f"<= {kill['bound_seconds']:.2f} s: {_met(kill['bound_met'])}",
+                )
+            )
+        if term["rounds"]:
+            rows.append(
+                (
+                    f"graceful hand-off (SIGTERM), failover {failover:g} s "
+                    f"({term['rounds']} rounds)",
+                    f"median {term['median_deliver_seconds']:.2f} s, "
+                    f"max {term['max_deliver_seconds']:.2f} s",
+                    f"expiry = {term['bound_seconds']:.2f} s",
+                    f"max = {_x(term['max_over_bound'])} expiry "
+                    f"({term['bound_seconds'] / term['median_deliver_seconds']:.0f}x faster "
+                    "at the median)",
+                    f"< {term['bound_seconds']:.2f} s: {_met(term['bound_met'])}",
+                )
+            )
+    return rows
+
+
+def hotpath_rows(result: Mapping[str, Any]) -> list[Row]:
+    """Records per CPU-second against json.loads + gzip, and the 150k target."""
+    bare = result["bare_records_per_cpu_second"]
+    target = result["target_records_per_cpu_second"]
+    names = {"plain": "plain records", "kpl_100": "KPL aggregates of 100"}
+    return [
+        (
+            f"landing hot path, {names.get(name, name)}",
+            f"{_rate(variant['records_per_cpu_second'])} rec/CPU-s",
+            f"json.loads + gzip {_rate(bare)}",
+            _x(variant["ratio_to_bare"]),
+            f">= {target:,}/s: {_met(variant['meets_target'])}",
+        )
+        for name, variant in result["variants"].items()
+    ]
+
+
+def latency_rows(result: Mapping[str, Any]) -> list[Row]:
+    """put -> landed against put -> read."""
+    lander, bare = result["lander_put_to_landed"], result["bare_put_to_read"]
+    return [
+        (
+            f"put -> landed in S3, flush {result['flush_seconds']} s",
+            f"p50 {lander['p50']:.2f} s, p99 {lander['p99']:.2f} s",
+            f"bare reader put -> read p50 {bare['p50']:.2f} s, p99 {bare['p99']:.2f} s",
+            f"+{result['p50_over_bare']:.2f} s / +{result['p99_over_bare']:.2f} s "
+            f"({_x(lander['p50'] / bare['p50'])} / {_x(lander['p99'] / bare['p99'])})",
+            "(reported)",
+        )
+    ]
+
+
+def requests_rows(result: Mapping[str, Any]) -> list[Row]:
+    """Requests per shard-minute by service against KCL 2.x's defaults."""
+    rows: list[Row] = []
+    shape = f"{result['workers']} workers, {result['shards']} shards"
+    for service, label in (("dynamodb", "DynamoDB"), ("kinesis", "Kinesis"), ("s3", "S3")):
+        values = result["services"][service]
+        ratio = values["ratio_to_kcl"]
+        rows.append(
+            (
+                f"{label} requests per shard-minute ({shape})",
+                f"{values['per_shard_minute']:.1f}",
+                f"KCL 2.x defaults {values['kcl_per_shard_minute']:.1f}",
+                "-" if ratio is None else f"**{_x(ratio)}**",
+                "(reported)",
+            )
+        )
+    return rows
+
+
+def compaction_rows(result: Mapping[str, Any]) -> list[Row]:
+    """Spark's CPU against DuckDB's, warm and cold."""
+    duck = result["duckdb"]
+    rows: list[Row] = []
+    for kind, label in (("warm", "Spark warm JVM"), ("cold", "Spark fresh JVM (a nightly run)")):
+        engine = result[f"spark_{kind}"]
+        ratio = result[f"cpu_ratio_{kind}"]
+        rows.append(
+            (
+                f"compaction of a day ({result['day']['input_rows'] / 1e6:.2f}M lines), {label}",
+                f"{engine['cpu_seconds']:.1f} CPU-s, {_rate(engine['rows_per_second'])} rows/s",
+                f"DuckDB {duck['cpu_seconds']:.1f} CPU-s, {_rate(duck['rows_per_second'])} rows/s",
+                f"**{_x(ratio)}** CPU",
+                f"<= {result['target_cpu_ratio']}x: {_met(ratio <= result['target_cpu_ratio'])}",
+            )
+        )
+    return rows
+
+
+SUMMARY_ROWS: dict[str, Callable[[Mapping[str, Any]], list[Row]]] = {
+    "drain": drain_rows,
+    "failover": failover_rows,
+    "hotpath": hotpath_rows,
+    "latency": latency_rows,
+    "requests": requests_rows,
+    "compaction": compaction_rows,
+}
+
+
+def summary_table(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """The summary as a Markdown table, benchmarks in their usual order."""
+    lines = [
+        "| benchmark | project | baseline / bound | result | target |",
+        "|---|---|---|---|---|",
+    ]
+    for name in BENCHMARKS:
+        if name in results:
+            for row in SUMMARY_ROWS[name](results[name]):
+                lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |")
+    return "\n".join(lines)
+
+
+def machine_text(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """Machine facts and versions, from the most recent result that has them."""
+    latest = max(
+        (r for r in results.values() if "machine" in r),
+        key=lambda r: str(r.get("started", "")),
+        default=None,
+    )
+    if latest is None:
+        return "(no results yet)"
+    facts = latest["machine"]
+    packages = ", ".join(f"{name} {version}" for name, version in facts["packages"].items())
+    text = (
+        f"{facts['nproc']} CPUs ({facts['cpu_model']}), {facts['memory_gib']} GiB, "
+        f"{facts['platform']}; Python {facts['python']}, Node {facts['node']}, "
+        f"kinesalite {facts['kinesalite']}, {packages}"
+    )
+    if facts.get("java"):
+        text += f", Java {facts['java']}"
+    peer = results.get("drain", {}).get("async_kinesis", {}).get("versions")
+    if peer:
+        text += "; in .venv-peers: " + ", ".join(f"{k} {v}" for k, v in peer.items())
+    runs = ", ".join(
+        f"{name} {results[name].get('started', '?')[:16].replace('T', ' ')}"
+        for name in BENCHMARKS
+        if name in results
+    )
+    return f"{text}.\n\nRuns (UTC): {runs}."
+
+
+def block_text(name: str, result: Mapping[str, Any], render: Callable[[Any], str]) -> str:
+    """A benchmark's generated block: its report, and how it was run."""
+    return (
+        "```\n"
+        f"{render(result).rstrip()}\n"
+        "```\n"
+        f"Generated from `bench/results/{name}.json`: `{result.get('command', '?')}`, "
+        f"{result.get('started', '?')}, {result.get('wall_seconds', '?')} s."
+    )
+
+
+def renderers() -> dict[str, Callable[[Any], str]]:
+    """Each benchmark's report renderer (imported late: some pull in heavy modules)."""
+    from bench import aws_requests, compaction, hotpath, latency
+    from bench.drain import render_drain
+    from bench.failover import render_failover
+
+    return {
+        "drain": render_drain,
+        "failover": render_failover,
+        "hotpath": hotpath.render,
+        "latency": latency.render,
+        "requests": aws_requests.render,
+        "compaction": compaction.render,
+    }
+
+
+def update_text(
+    text: str,
+    results: Mapping[str, Mapping[str, Any]],
+    render: Mapping[str, Callable[[Any], str]],
+) -> tuple[str, list[str]]:
+    """The page with every block regenerated that has a full result; notes of what not."""
+    notes: list[str] = []
+    full = {name: r for name, r in results.items() if not r.get("quick")}
+    for name in sorted(set(results) - set(full)):
+        notes.append(f"{name}: the last result is from a --quick run; its block is kept")
+    blocks: dict[str, str] = {
+        "summary": summary_table(full),
+        "machine": machine_text(full),
+    }
+    for name, result in full.items():
+        blocks[name] = block_text(name, result, render[name])
+    for name, content in blocks.items():
+        if _LOCAL_PATH.search(content):
+            raise ValueError(f"block {name} names a local path; refusing to write it")
+        text, found = replace_block(text, name, content)
+        if not found:
+            notes.append(f"{name}: no <!-- bench:{name} --> block in the page")
+    return text, notes
+
+
+def write_docs(directory: Path = RESULTS, doc: Path = DOC) -> list[str]:
+    """Regenerate the page's blocks from the results; returns notes on what was left."""
+    text, notes = update_text(doc.read_text(), load_results(directory), renderers())
+    doc.write_text(text)
+    return notes

@@ -1,0 +1,190 @@
+"""The pure parts of the benchmarks: doc blocks, the summary table, the KCL arithmetic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.aws_requests import KclDefaults, classify, kcl_per_minute, lander_model_per_minute
+from bench.docs import replace_block, summary_table, update_text
+
+PAGE = """# Benchmarks
+
+Hand-written introduction.
+
+<!-- bench:summary -->
+old summary
+<!-- /bench:summary -->
+
+## drain
+
+Hand-written explanation.
+
+<!-- bench:drain -->
+old drain
+<!-- /bench:drain -->
+
+<!-- bench:hotpath -->
+old hotpath
+<!-- /bench:hotpath -->
+"""
+
+MACHINE = {
+    "nproc": 2,
+    "cpu_model": "Some CPU",
+    "memory_gib": 23.5,
+    "platform": "Linux",
+    "python": "3.11.7",
+    "node": "v20",
+    "kinesalite": "3.3.3",
+    "java": None,
+    "packages": {"aiobotocore": "3.10.0"},
+}
+
+
+def _side(rate: float, ratio: float, baseline: str = "bare") -> dict[str, Any]:
+    return {
+        "median_rate": rate,
+        "median_steady_rate": rate * 1.5,
+        "ratio_to_bare": ratio,
+        "steady_ratio_to_bare": ratio,
+        "baseline": baseline,
+        "ratio_to_baseline": ratio,
+        "steady_ratio_to_baseline": ratio,
+    }
+
+
+def _drain(quick: bool = False) -> dict[str, Any]:
+    return {
+        "quick": quick,
+        "command": "python -m bench drain",
+        "started": "2026-11-22T10:00:00+0000",
+        "wall_seconds": 60.0,
+        "machine": MACHINE,
+        "config": {"shards": 4, "records_per_shard": 20_000},
+        "target_ratio": 0.9,
+        "summary": {
+            "bare": _side(20_000, 1.0),
+            "worker": _side(17_000, 0.85),
+            "async-kinesis": _side(8_000, 0.4),
+        },
+        "async_kinesis": {"versions": {"async-kinesis": "3.0.1"}},
+    }
+
+
+def _hotpath(quick: bool = False) -> dict[str, Any]:
+    return {
+        "quick": quick,
+        "command": "python -m bench hotpath",
+        "started": "2026-11-22T09:00:00+0000",
+        "wall_seconds": 20.0,
+        "machine": MACHINE,
+        "bare_records_per_cpu_second": 230_000,
+        "target_records_per_cpu_second": 150_000,
+        "variants": {
+            "plain": {"records_per_cpu_second": 160_000, "ratio_to_bare": 0.7, "meets_target": True}
+        },
+    }
+
+
+def test_replace_block_keeps_everything_outside_the_markers() -> None:
+    text, found = replace_block(PAGE, "drain", "new drain\n")
+    assert found
+    assert "new drain" in text
+    assert "old drain" not in text
+    assert "Hand-written explanation." in text
+    assert text.count("<!-- bench:drain -->") == text.count("<!-- /bench:drain -->") == 1
+    again, _ = replace_block(text, "drain", "new drain")
+    assert again == text  # idempotent
+
+
+def test_replace_block_reports_a_missing_block() -> None:
+    text, found = replace_block(PAGE, "latency", "anything")
+    assert not found
+    assert text == PAGE
+
+
+def test_summary_gives_every_figure_a_ratio_and_a_verdict() -> None:
+    table = summary_table({"drain": _drain(), "hotpath": _hotpath()})
+    lines = table.splitlines()
+    assert lines[0].startswith("| benchmark |")
+    drain = next(line for line in lines if line.startswith("| drain, one worker"))
+    assert "**0.85x**" in drain
+    assert "**missed**" in drain  # 0.85 < 0.9
+    peer = next(line for line in lines if "async-kinesis 3.0.1" in line)
+    assert "worker = 2.12x async-kinesis" in peer
+    hot = next(line for line in lines if line.startswith("| landing hot path"))
+    assert "0.70x" in hot
+    assert ": met" in hot
+
+
+def test_a_quick_result_never_replaces_a_block() -> None:
+    renderers = {"drain": lambda r: "DRAIN REPORT", "hotpath": lambda r: "HOT REPORT"}
+    results = {"drain": _drain(), "hotpath": _hotpath(quick=True)}
+    text, notes = update_text(PAGE, results, renderers)
+    assert "DRAIN REPORT" in text
+    assert "old hotpath" in text
+    assert "HOT REPORT" not in text
+    assert any("hotpath" in note and "--quick" in note for note in notes)
+    assert any(note.startswith("machine:") for note in notes)  # no machine block here
+    summary = text.split("<!-- bench:summary -->")[1].split("<!-- /bench:summary -->")[0]
+    assert "landing hot path" not in summary  # the quick figures stay out of the summary
+
+
+def test_a_local_path_is_never_written() -> None:
+    renderers = {"drain": lambda r: "wrote /home/someone/drain.prof"}
+    with pytest.raises(ValueError, match="local path"):
+        update_text(PAGE, {"drain": _drain()}, renderers)
+
+
+def test_kcl_defaults_give_the_documented_intervals() -> None:
+    kcl = KclDefaults()
+    assert kcl.renew_ms == pytest.approx(10_000 / 3 - 25)
+    assert kcl.taker_ms == 20_050
+    per_minute = kcl_per_minute(shards=4, workers=3, checkpoints_per_shard_minute=1.0, kcl=kcl)
+    assert per_minute["dynamodb UpdateItem (renew)"] / 4 == pytest.approx(18.14, abs=0.01)
+    assert per_minute["dynamodb UpdateItem (checkpoint)"] == 4.0
+    # Lease taker every ~20 s plus one shard sync a minute, per worker.
+    assert per_minute["dynamodb Scan"] == pytest.approx(3 * (60_000 / 20_050 + 1))
+    assert per_minute["kinesis GetRecords"] == 240.0
+    assert per_minute["kinesis ListShards"] == 3.0
+
+
+def test_lander_model_matches_the_operations_page() -> None:
+    model = lander_model_per_minute(
+        4, 3, 6.0, renew_seconds=10 / 3, scan_seconds=1.0, shard_sync_seconds=30.0
+    )
+    # docs/operations.md, worked example: 72 renewals, 24 checkpoints, 186 Scans, 6 ListShards.
+    assert model["dynamodb UpdateItem (renew)"] == pytest.approx(72)
+    assert model["dynamodb UpdateItem (checkpoint)"] == 24
+    assert model["dynamodb Scan"] == pytest.approx(186)
+    assert model["kinesis ListShards"] == pytest.approx(6)
+
+
+@pytest.mark.parametrize(
+    ("expression", "kind"),
+    [
+        ("SET lastUpdateMs = :now, leaseCounter = :next", "renew"),
+        ("SET lastUpdateMs = :now, leaseCounter = :next, millisBehindLatest = :lag", "renew"),
+        (
+            "SET lastUpdateMs = :now, leaseCounter = :next, checkpoint = :cp, "
+            "checkpointSubSequenceNumber = :sub, ownerSwitchesSinceCheckpoint = :zero",
+            "checkpoint",
+        ),
+        (
+            "SET lastUpdateMs = :now, leaseOwner = :me, leaseCounter = :next REMOVE handoffTo",
+            "take, hand-off, release",
+        ),
+        (
+            "SET lastUpdateMs = :now, leaseCounter = :next REMOVE leaseOwner, handoffTo",
+            "take, hand-off, release",
+        ),
+        ("SET handoffTo = :to", "take, hand-off, release"),
+    ],
+)
+def test_lease_writes_are_told_apart(expression: str, kind: str) -> None:
+    assert classify("dynamodb", "UpdateItem", {"UpdateExpression": expression}) == (
+        f"dynamodb UpdateItem ({kind})"
+    )
+    assert classify("kinesis", "GetRecords", {}) == "kinesis GetRecords"
