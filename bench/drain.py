@@ -15,11 +15,11 @@ the machine hits them alike.
   holds at most 10,000 records). Timed from ``run()`` to the moment the processor has
   counted every record; start-up (table, shard sync, first lease pass, first
   GetRecords) is included, and also reported on its own as time to first record.
-* **bare / worker, epoch timestamps**: the same two with botocore's response parser
-  told to turn Kinesis' epoch-second timestamps into UTC datetimes directly, instead
-  of its default (``parse_timestamp`` into a ``tzlocal()`` datetime through dateutil,
-  about 12 us per record). A change proposed for ``consumer/aws.py``; both sides get
-  it, so their ratio stays like for like.
+* **bare, epoch timestamps**: the bare loop with the response parser the worker uses
+  (``consumer.aws.aws_session``: Kinesis' epoch-second timestamps straight to UTC
+  datetimes, instead of botocore's default ``parse_timestamp`` into a ``tzlocal()``
+  datetime through dateutil, about 12 us per record). Worker against this side is the
+  like-for-like ratio; against plain bare it is what a user's own loop would do.
 * **async-kinesis**: the ``async-kinesis`` package's ``Consumer`` in a subprocess of
   its own virtualenv (``.venv-peers``, see :mod:`bench.peers`), in-memory
   checkpointer, 5 calls/s/shard (:mod:`bench.peers.async_kinesis_drain`).
@@ -43,18 +43,16 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from aiobotocore.session import AioSession, get_session
-from botocore.utils import parse_timestamp
 
 from bench.local_aws import LOOPBACK, LocalAws, boto3_client, create_stream, shard_hash_keys
 from bench.peers import ASYNC_KINESIS_DRAIN, PeersUnavailableError, ensure_peers_venv
 from bench.report import RESULTS, fmt, heading, median, progress, table
-from consumer.aws import Clients, client_config, region
+from consumer.aws import Clients, aws_session, client_config, region
 from consumer.config import load_settings
 from consumer.kinesis import KinesisStream
 from consumer.leases.dynamo import DynamoLeaseStore
@@ -69,9 +67,8 @@ PUT_BATCH = 500
 BARE = "bare"
 WORKER = "worker"
 BARE_EPOCH = "bare, epoch timestamps"
-WORKER_EPOCH = "worker, epoch timestamps"
 ASYNC_KINESIS = "async-kinesis"
-BASELINE = {WORKER: BARE, BARE_EPOCH: BARE, WORKER_EPOCH: BARE_EPOCH, ASYNC_KINESIS: BARE}
+BASELINE = {WORKER: BARE, BARE_EPOCH: BARE, ASYNC_KINESIS: BARE}
 """What each side is compared with (besides plain bare, which every side is)."""
 
 
@@ -89,7 +86,7 @@ class DrainConfig:
     putters: int = 8
     timeout_seconds: float = 600.0
     epoch_timestamps: bool = True
-    """Also run bare and worker with the epoch-timestamp parser (a proposed change)."""
+    """Also run the bare loop with the worker's epoch-timestamp parser (like for like)."""
     peers: bool = True
     """Also run the async-kinesis package (installs .venv-peers when missing)."""
     profile: bool = False
@@ -285,45 +282,15 @@ async def fill(stream: str, hash_keys: Sequence[str], config: DrainConfig) -> fl
 # -- the SDK's timestamp parser ----------------------------------------------------------
 
 
-def epoch_utc_timestamp(value: Any) -> datetime:
-    """Epoch seconds (Kinesis' JSON) straight to a UTC datetime; anything else as botocore.
-
-    botocore's default turns every ``ApproximateArrivalTimestamp`` into a ``tzlocal()``
-    datetime through dateutil: about 12 of the 19 us per record that parsing a
-    GetRecords response costs. The instant is the same either way.
-    """
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, UTC)
-    parsed: datetime = parse_timestamp(value)
-    return parsed
-
-
 def sdk_session(epoch_timestamps: bool) -> AioSession:
-    """A fresh aiobotocore session; with the epoch-timestamp parser if asked."""
-    session = get_session()
-    if epoch_timestamps:
-        session.get_component("response_parser_factory").set_parser_defaults(
-            timestamp_parser=epoch_utc_timestamp
-        )
-    return session
+    """A fresh aiobotocore session: botocore's default parser, or the worker's."""
+    return aws_session() if epoch_timestamps else get_session()
 
 
 @asynccontextmanager
-async def worker_clients(epoch_timestamps: bool) -> AsyncIterator[Any]:
-    """The worker's Kinesis and DynamoDB clients: the product's :class:`Clients`, or the
-    same configuration on a session with the epoch-timestamp parser."""
-    if not epoch_timestamps:
-        async with Clients() as clients:
-            yield clients
-        return
-    session = sdk_session(epoch_timestamps=True)
-    async with AsyncExitStack() as stack:
-        clients = Clients()
-        for service in ("kinesis", "dynamodb"):
-            client = await stack.enter_async_context(
-                session.create_client(service, region_name=region(), config=client_config())
-            )
-            setattr(clients, service, client)
+async def worker_clients() -> AsyncIterator[Any]:
+    """The worker's clients, exactly as ``lander run`` makes them."""
+    async with Clients() as clients:
         yield clients
 
 
@@ -444,7 +411,6 @@ async def worker_drain(
     stream: str,
     expected: dict[str, int],
     round_: int,
-    epoch_timestamps: bool,
     limit_seconds: float,
 ) -> Run:
     """Run one in-process worker on a fresh lease table until it has counted everything."""
@@ -454,7 +420,7 @@ async def worker_drain(
     )
     tally = Tally(expected=sum(expected.values()))
     log = CallLog()
-    async with worker_clients(epoch_timestamps) as clients:
+    async with worker_clients() as clients:
         worker = Worker(
             settings,
             DynamoLeaseStore(clients.dynamodb, settings.lease_table),
@@ -485,7 +451,7 @@ async def worker_drain(
     if tally.first_at is None or tally.last_at is None:
         raise RuntimeError("the worker finished without counting a record")
     return Run(
-        side=WORKER_EPOCH if epoch_timestamps else WORKER,
+        side=WORKER,
         round=round_,
         records=tally.count,
         seconds=tally.last_at - tally.began,
@@ -647,7 +613,7 @@ async def run_drain(aws: LocalAws, config: DrainConfig) -> dict[str, Any]:
 
     sides = [BARE, WORKER]
     if config.epoch_timestamps:
-        sides += [BARE_EPOCH, WORKER_EPOCH]
+        sides.append(BARE_EPOCH)
     if peers_python is not None:
         sides.append(ASYNC_KINESIS)
     runs: list[Run] = []
@@ -661,9 +627,7 @@ async def run_drain(aws: LocalAws, config: DrainConfig) -> dict[str, Any]:
             elif side in (BARE, BARE_EPOCH):
                 work = bare_drain(stream, expected, round_, epoch_timestamps=side == BARE_EPOCH)
             else:
-                work = worker_drain(
-                    stream, expected, round_, side == WORKER_EPOCH, config.timeout_seconds
-                )
+                work = worker_drain(stream, expected, round_, config.timeout_seconds)
             if config.profile and side != ASYNC_KINESIS:
                 name = side.replace(", ", "-").replace(" ", "-")
                 run = await profiled(work, f"drain-{name}-{round_}")
