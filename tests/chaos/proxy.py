@@ -21,6 +21,8 @@ Everything it does is counted, so a run reports the faults it survived.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import random
 import threading
 from collections import Counter
@@ -203,8 +205,13 @@ class ProxyThread:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # A 'hang' fault may still be sleeping in a handler: give cleanup longer than
+        # that, and never let a slow cleanup turn a finished run into an error.
         for proxy in self.proxies:
-            asyncio.run_coroutine_threadsafe(proxy.stop(), self._loop).result(timeout=10)
+            proxy.enabled = False
+            future = asyncio.run_coroutine_threadsafe(proxy.stop(), self._loop)
+            with contextlib.suppress(TimeoutError, concurrent.futures.TimeoutError):
+                future.result(timeout=proxy.rates.hang_seconds + 10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 
