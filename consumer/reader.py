@@ -119,11 +119,13 @@ class ShardReader:
             yield Batch(records, page.millis_behind, shard_end=iterator is None)
             if iterator is None:
                 return
-            if not page.millis_behind:
+            if not page.millis_behind and len(page.records) < self.limit:
                 # Caught up: wait before the next call even if this one returned
                 # records, as KCL does. A busy shard read 5 times a second would use the
                 # whole per-shard read limit and throttle every other reader of the
-                # stream; behind, the reader goes as fast as the limit allows.
+                # stream; behind, the reader goes as fast as the limit allows. A full
+                # page counts as behind whatever MillisBehindLatest says (emulators such
+                # as kinesalite always answer 0).
                 await self._nap(self.idle_seconds)
 
     async def _get_records(self, iterator: str) -> RecordsPage:
