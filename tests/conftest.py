@@ -5,9 +5,15 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
+from hypothesis import settings
 
 from consumer.aws import Clients
 from consumer.emulators import LocalStack
+
+# No wall-clock deadlines: on a shared 2-core CI machine a trivial example can take
+# 700 ms once, and a timing is not what these properties are about.
+settings.register_profile("lander", deadline=None)
+settings.load_profile("lander")
 
 
 @pytest.fixture(scope="session")
