@@ -125,9 +125,9 @@ def test_bootstrap_creates_stream_and_bucket_idempotently(moto_port: int) -> Non
     client("s3", moto_port).head_bucket(Bucket=BUCKET)
 
 
-def test_bootstrap_rejects_bad_configuration(moto_port: int) -> None:
+def test_bootstrap_rejects_bad_configuration(moto_port: int, tmp_path: Path) -> None:
     env = script_env(moto_port)
-    env["LANDER_ARCHIVE"] = "file:///tmp/archive"
+    env["LANDER_ARCHIVE"] = (tmp_path / "archive").as_uri()
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "bootstrap"],
         env=env,
