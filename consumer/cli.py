@@ -193,8 +193,9 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
     from consumer.aws import Clients, error_code
     from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
+    from consumer.leases.model import wall_ms
     from consumer.leases.store import TableMissingError
-    from consumer.status import now_ms, render_json, render_table, shard_rows
+    from consumer.status import render_json, render_table, shard_rows
     from consumer.stream import StreamError
 
     async with Clients() as clients:
@@ -215,7 +216,7 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         except StreamError as exc:
             print(f"lander: cannot list the shards of {settings.stream}: {exc}", file=sys.stderr)
             return 1
-    now = now_ms()
+    now = wall_ms()
     rows = shard_rows(leases, shards, now_ms=now, failover_seconds=settings.failover_seconds)
     if as_json:
         print(render_json(rows, settings.stream, settings.lease_table, now))

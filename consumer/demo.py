@@ -35,12 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from consumer.produce import Landmark, Produced, Producer, ProduceSpec
+from consumer.produce import Place, Produced, Producer, ProduceSpec
 
 MARKER = ".lander-demo"
 STREAM = "demo"
 TABLE = "demo-leases"
-Position = tuple[str, str, int]
 
 
 class DemoError(RuntimeError):
@@ -71,8 +70,8 @@ class DemoSpec:
 class ArchiveView:
     """What an independent reader finds in the archive folder."""
 
-    landed: Counter[Position] = field(default_factory=Counter)
-    dead: Counter[Position] = field(default_factory=Counter)
+    landed: Counter[Place] = field(default_factory=Counter)
+    dead: Counter[Place] = field(default_factory=Counter)
     files: int = 0
     dead_files: int = 0
     days: set[str] = field(default_factory=set)
@@ -104,7 +103,7 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
             yield json.loads(raw)
 
 
-def _position(line: dict[str, Any]) -> Position:
+def _position(line: dict[str, Any]) -> Place:
     return (str(line["shard_id"]), str(line["sequence_number"]), int(line["subsequence_number"]))
 
 
@@ -388,8 +387,7 @@ async def _split_a_shard(kinesis: Any) -> str:
 
 
 async def _catch_up(spec: DemoSpec, archive: Path, produced: Produced, say: Say) -> ArchiveView:
-    wanted = {_landmark(m) for m in produced.landmarks if not m.bad}
-    bad = {_landmark(m) for m in produced.landmarks if m.bad}
+    wanted, bad = produced.places(), produced.places(bad=True)
     deadline = time.monotonic() + spec.catch_up_seconds
     last = 0.0
     while True:
@@ -408,18 +406,15 @@ async def _catch_up(spec: DemoSpec, archive: Path, produced: Produced, say: Say)
         await asyncio.sleep(0.5)
 
 
-def _landmark(mark: Landmark) -> Position:
-    return (mark.shard_id, mark.sequence, mark.subsequence)
-
-
 async def _show_status(clients: Any, spec: DemoSpec, say: Say) -> None:
     from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
-    from consumer.status import now_ms, render_table, shard_rows
+    from consumer.leases.model import wall_ms
+    from consumer.status import render_table, shard_rows
 
     leases = await DynamoLeaseStore(clients.dynamodb, TABLE).list_leases()
     shards = await KinesisStream(clients.kinesis, STREAM).list_shards()
-    rows = shard_rows(leases, shards, now_ms=now_ms(), failover_seconds=spec.failover_seconds)
+    rows = shard_rows(leases, shards, now_ms=wall_ms(), failover_seconds=spec.failover_seconds)
     say("lander status:")
     for line in render_table(rows, STREAM, TABLE).splitlines():
         if line:
@@ -462,8 +457,6 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
     metrics: Counter[str],
     say: Say,
 ) -> int:
-    from pyspark.sql import functions as sf
-
     from sparkjobs.analyse import AnalyseJob, analyse
     from sparkjobs.compact import CompactJob, compact
     from sparkjobs.compacted import read
@@ -506,18 +499,14 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
             report = f"{reports}/stream={STREAM}/{window.label}/report.html"
             say(f"analysed {day}: {analysis.records:,} records; report written")
             frame = read(spark, filesystem_for(compacted, spark), compacted, STREAM, window)
-            counted = frame.agg(
-                sf.count(sf.lit(1)).alias("rows"), sf.count_distinct("event_id").alias("ids")
-            ).first()
-            assert counted is not None
-            rows += int(counted["rows"])
-            distinct += int(counted["ids"])
-            ids.update(str(r["event_id"]) for r in frame.select("event_id").collect())
+            day_ids = [str(r["event_id"]) for r in frame.select("event_id").collect()]
+            rows += len(day_ids)
+            distinct += len(set(day_ids))
+            ids.update(day_ids)
     finally:
         spark.stop()
-    checks = _reconcile(produced, view, transport, producer_dups, rows, distinct, ids)
-    events = {m.event_id for m in produced.landmarks if m.event_id is not None and not m.bad}
-    lost = len(events - ids)
+    lost = len(produced.event_ids() - ids)
+    checks = _reconcile(produced, view, transport, producer_dups, rows, distinct, lost)
     _summary(produced, view, checks, chaos, metrics, report, workdir, lost, say)
     return 0 if all(c.ok for c in checks) else 1
 
@@ -529,25 +518,24 @@ def _reconcile(  # noqa: PLR0917 - one number per argument
     producer_dups: int,
     rows: int,
     distinct: int,
-    ids: set[str],
+    lost: int,
 ) -> list[Check]:
-    wanted = Counter(_landmark(m) for m in produced.landmarks if not m.bad)
-    bad = Counter(_landmark(m) for m in produced.landmarks if m.bad)
-    missing = len(set(wanted) - set(view.landed))
-    unexpected = len(set(view.landed) - set(wanted))
-    events = {m.event_id for m in produced.landmarks if m.event_id is not None and not m.bad}
-    lost = len(events - ids)
+    wanted, bad = produced.places(), produced.places(bad=True)
+    landed = set(view.landed)
+    missing = len(wanted - landed)
+    unexpected = len(landed - wanted)
+    events = len(produced.event_ids())
     return [
         Check(
             "every produced record landed",
             missing == 0 and unexpected == 0,
-            f"{len(wanted):,} produced, {len(set(view.landed) & set(wanted)):,} landed, "
+            f"{len(wanted):,} produced, {len(landed & wanted):,} landed, "
             f"{missing} missing, {unexpected} unexpected",
         ),
         Check(
             "bad payloads dead-lettered",
-            set(bad) == set(view.dead),
-            f"{sum(bad.values())} bad, {len(view.dead)} dead letters",
+            bad == set(view.dead),
+            f"{len(bad)} bad, {len(view.dead)} dead letters",
         ),
         Check(
             "raw copies removed as transport duplicates",
@@ -561,8 +549,8 @@ def _reconcile(  # noqa: PLR0917 - one number per argument
         ),
         Check(
             "one row per event id",
-            rows == distinct == len(events) and lost == 0,
-            f"{len(events):,} events, {rows:,} rows, {distinct:,} distinct ids, {lost} lost",
+            rows == distinct == events and lost == 0,
+            f"{events:,} events, {rows:,} rows, {distinct:,} distinct ids, {lost} lost",
         ),
     ]
 

@@ -28,12 +28,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
 from consumer.aws import backoff, error_code
 from consumer.kpl import KPL_DEFAULT_MAX_BYTES, aggregate_chunks
+from consumer.landing.envelope import format_ts
 
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient
@@ -93,6 +95,10 @@ class UserPut:
     aggregated: bool = False
 
 
+Place = tuple[str, str, int]
+"""A user record's position as the archive spells it: shard, sequence, subsequence."""
+
+
 @dataclass(frozen=True, slots=True)
 class Landmark:
     """Where Kinesis put one user record (what the demo looks for in the archive)."""
@@ -102,6 +108,11 @@ class Landmark:
     subsequence: int
     event_id: str | None
     bad: bool
+
+    @property
+    def place(self) -> Place:
+        """This record's position."""
+        return (self.shard_id, self.sequence, self.subsequence)
 
 
 @dataclass(slots=True)
@@ -123,6 +134,14 @@ class Produced:
     def user_records(self) -> int:
         """Every user record written: events, retries and bad payloads."""
         return self.events + self.retries + self.bad
+
+    def places(self, *, bad: bool = False) -> set[Place]:
+        """Positions of the good records (or, with ``bad``, of the bad payloads)."""
+        return {mark.place for mark in self.landmarks if mark.bad == bad}
+
+    def event_ids(self) -> set[str]:
+        """The distinct event ids written (retries share their original's)."""
+        return {m.event_id for m in self.landmarks if m.event_id is not None and not m.bad}
 
 
 class Plan:
@@ -183,7 +202,7 @@ class Plan:
             "event_id": event_id,
             "key": key,
             "seq": seq,
-            "event_time": _iso_now(),
+            "event_time": format_ts(datetime.now(UTC)),
             "amount": self.rng.randrange(1, 100_000) / 100,
             "pad": self._pad,
         }
@@ -194,12 +213,6 @@ class Plan:
         kinds = (b'{"event_id": "truncated', b"\xff\xfe not utf-8 \xc3\x28", b"not json at all")
         data = kinds[self.bad_left % len(kinds)]
         return UserPut(None, f"bad-{self.bad_left}", data)
-
-
-def _iso_now() -> str:
-    now = time.time()
-    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
-    return f"{whole}.{int(now * 1000) % 1000:03d}Z"
 
 
 def entries_for(puts: list[UserPut]) -> list[tuple[dict[str, Any], list[UserPut]]]:

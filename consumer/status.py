@@ -12,12 +12,10 @@ Lease age and "stale" come from the wall-clock stamp workers write for this view
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from consumer.leases.model import Lease
-from consumer.sequence import Position, Sentinel
 from consumer.stream import Shard
 
 
@@ -70,7 +68,7 @@ def shard_rows(
                 shard=key,
                 state=_state(lease, shard, by_key, age, failover_seconds),
                 owner=lease.owner,
-                checkpoint=_checkpoint(lease),
+                checkpoint=str(lease.checkpoint),
                 lease_age_s=None if age is None else round(age, 1),
                 lag_ms=lease.lag_ms if lease.owner is not None else None,
                 parents=tuple(sorted(lease.parents)),
@@ -98,14 +96,6 @@ def _state(
     if age is not None and age > failover_seconds:
         return "stale"
     return "owned"
-
-
-def _checkpoint(lease: Lease) -> str:
-    checkpoint = lease.checkpoint
-    if isinstance(checkpoint, Position):
-        return str(checkpoint)
-    assert isinstance(checkpoint, Sentinel)
-    return checkpoint.value
 
 
 def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
@@ -158,8 +148,3 @@ def _duration(ms: int) -> str:
     if ms < 120_000:
         return f"{ms / 1000:.1f}s"
     return f"{ms / 60_000:.1f}min"
-
-
-def now_ms() -> int:
-    """The wall clock in epoch milliseconds."""
-    return time.time_ns() // 1_000_000

@@ -13,14 +13,13 @@ The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write i
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from consumer.aws import error_code
-from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.model import Lease, LeaseLostError, wall_ms
 from consumer.leases.store import TableMissingError
 from consumer.sequence import Checkpoint, checkpoint_from_item, checkpoint_to_item
 
@@ -188,7 +187,7 @@ class DynamoLeaseStore:
             values[":one"] = {"N": "1"}
         # Every write stamps the wall clock, for people reading the table (status).
         expression = expression.replace("SET ", "SET lastUpdateMs = :now, ", 1)
-        values[":now"] = {"N": str(time.time_ns() // 1_000_000)}
+        values[":now"] = {"N": str(wall_ms())}
         if owned:
             values[":owner"] = {"S": lease.owner or ""}
         else:

@@ -7,10 +7,9 @@ between reading and writing.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Set
 
-from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.model import Lease, LeaseLostError, wall_ms
 from consumer.leases.store import TableMissingError
 from consumer.sequence import Checkpoint
 
@@ -68,7 +67,7 @@ class MemoryLeaseStore:
             counter=lease.counter + 1,
             owner_switches=table[lease.key].owner_switches + switched,
             handoff_to=None,
-            updated_ms=_now_ms(),
+            updated_ms=wall_ms(),
         )
         table[lease.key] = taken
         return taken
@@ -80,7 +79,7 @@ class MemoryLeaseStore:
         renewed = current.evolve(
             counter=lease.counter + 1,
             lag_ms=current.lag_ms if lag_ms is None else lag_ms,
-            updated_ms=_now_ms(),
+            updated_ms=wall_ms(),
         )
         table[lease.key] = renewed
         return renewed
@@ -89,7 +88,7 @@ class MemoryLeaseStore:
         """Record progress if still ours."""
         table = self._fenced(lease)
         done = table[lease.key].evolve(
-            checkpoint=checkpoint, owner_switches=0, counter=lease.counter + 1, updated_ms=_now_ms()
+            checkpoint=checkpoint, owner_switches=0, counter=lease.counter + 1, updated_ms=wall_ms()
         )
         table[lease.key] = done
         return done
@@ -114,20 +113,16 @@ class MemoryLeaseStore:
             counter=lease.counter + 1,
             owner_switches=current.owner_switches + 1,
             handoff_to=None,
-            updated_ms=_now_ms(),
+            updated_ms=wall_ms(),
         )
 
     async def release(self, lease: Lease) -> None:
         """Give the lease up."""
         table = self._fenced(lease)
         table[lease.key] = table[lease.key].evolve(
-            owner=None, counter=lease.counter + 1, handoff_to=None, updated_ms=_now_ms()
+            owner=None, counter=lease.counter + 1, handoff_to=None, updated_ms=wall_ms()
         )
 
     async def delete_lease(self, key: str) -> None:
         """Remove a lease."""
         self._table().pop(key, None)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 from consumer.sequence import Checkpoint, Sentinel
@@ -40,6 +41,11 @@ class Lease:
     def evolve(self, **changes: object) -> Lease:
         """A copy with some fields changed (what a successful write produced)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def wall_ms() -> int:
+    """The wall clock in epoch milliseconds: what ``updated_ms`` holds."""
+    return time.time_ns() // 1_000_000
 
 
 class LeaseLostError(Exception):
