@@ -42,8 +42,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -287,13 +286,6 @@ def sdk_session(epoch_timestamps: bool) -> AioSession:
     return aws_session() if epoch_timestamps else get_session()
 
 
-@asynccontextmanager
-async def worker_clients() -> AsyncIterator[Any]:
-    """The worker's clients, exactly as ``lander run`` makes them."""
-    async with Clients() as clients:
-        yield clients
-
-
 # -- the baseline ------------------------------------------------------------------------
 
 
@@ -420,7 +412,7 @@ async def worker_drain(
     )
     tally = Tally(expected=sum(expected.values()))
     log = CallLog()
-    async with worker_clients() as clients:
+    async with Clients() as clients:  # exactly as `lander run` makes them
         worker = Worker(
             settings,
             DynamoLeaseStore(clients.dynamodb, settings.lease_table),
