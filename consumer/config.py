@@ -8,19 +8,45 @@ no project-specific switch.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import importlib
 import os
 import re
 import socket
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.sequence import Sentinel
 
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
+
+PREFIX = "LANDER_"
+
+
+def _lower(value: Any) -> Any:
+    """Choices are case-insensitive: ``INFO`` and ``JSON`` mean ``info`` and ``json``."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+CaseInsensitive = BeforeValidator(_lower)
+"""Put on a ``Literal`` of lower-case choices: the value is lower-cased before the check."""
+
+LogFormat = Annotated[Literal["auto", "json", "console"], CaseInsensitive]
+LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensitive]
+PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
 
 
 def default_worker_id() -> str:
@@ -76,6 +102,24 @@ class Settings(BaseSettings):
     max_records_per_call: int = Field(
         default=10_000, ge=1, le=10_000, description="GetRecords Limit."
     )
+    lease_table_create: bool = Field(
+        default=True,
+        description="Create the lease table at start when it is missing (false: a missing "
+        "table stops start-up, for deployments whose role may not create tables).",
+    )
+    landing_failures: int = Field(
+        default=3,
+        ge=1,
+        description="Consecutive failures of one shard's processor after which the worker "
+        "probes its archive; if the probe fails too, the worker stops being ready, gives "
+        "all its shards back and takes none until a probe succeeds.",
+    )
+    stall_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="lander status shows a shard as stalled when records wait and its "
+        "checkpoint has not moved for this long.",
+    )
     shutdown_seconds: float = Field(
         default=20.0,
         gt=0,
@@ -107,7 +151,7 @@ class Settings(BaseSettings):
         description="gzip level of landed files: 1 is fastest (the files are staging "
         "for the Parquet compaction); 6 makes them about 20% smaller for 2.5x the CPU.",
     )
-    payload_format: Literal["json", "raw"] = Field(
+    payload_format: PayloadFormat = Field(
         default="json",
         description="json: payloads are parsed (bad ones dead-lettered); raw: stored base64.",
     )
@@ -133,14 +177,12 @@ class Settings(BaseSettings):
         description="Address the metrics server binds; 0.0.0.0 in a container so that the "
         "orchestrator and Prometheus reach it.",
     )
-    log_format: Literal["auto", "json", "console"] = Field(
+    log_format: LogFormat = Field(
         default="auto",
         description="json: one JSON object a line; console: readable columns; auto: json "
         "unless stderr is a terminal.",
     )
-    log_level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Lowest level logged."
-    )
+    log_level: LogLevel = Field(default="info", description="Lowest level logged.")
 
     @field_validator("stream")
     @classmethod
@@ -180,8 +222,9 @@ class Settings(BaseSettings):
     def _timings(self) -> Settings:
         if self.renew_seconds is not None and self.renew_seconds >= self.failover_seconds:
             raise ValueError(
-                f"renew_seconds ({self.renew_seconds}) must be below failover_seconds "
-                f"({self.failover_seconds}), or leases expire between heartbeats"
+                f"LANDER_RENEW_SECONDS ({self.renew_seconds:g}) must be below "
+                f"LANDER_FAILOVER_SECONDS ({self.failover_seconds:g}), or leases expire "
+                "between heartbeats"
             )
         return self
 
@@ -224,30 +267,130 @@ class ConfigError(Exception):
     """Bad or missing configuration, with one line that names the setting."""
 
 
+S = TypeVar("S", bound=BaseSettings)
+
+
 def load_settings(**overrides: Any) -> Settings:
     """Build settings from the environment and overrides (CLI flags).
 
     Raises :class:`ConfigError` with a single readable line; pydantic's multi-line
     report is folded so that start-up fails with one clear message.
     """
+    return load_class(Settings, **overrides)
+
+
+def load_class(kind: type[S], **overrides: Any) -> S:
+    """Settings of class ``kind`` from the environment and overrides (None: not given).
+
+    Every command loads its settings here, so every command also refuses a ``LANDER_*``
+    variable that no command reads (:func:`unknown_variables`). All problems, unknown
+    variables first, go into one :class:`ConfigError` line.
+    """
     clean = {key: value for key, value in overrides.items() if value is not None}
+    found = unknown_variables()
     try:
-        return Settings(**clean)
+        settings = kind(**clean)
     except ValidationError as exc:
-        raise ConfigError(one_line(exc)) from None
+        raise ConfigError(_line([*found, *problems(exc)])) from None
+    if found:
+        raise ConfigError(_line(found))
+    return settings
 
 
 def one_line(exc: ValidationError) -> str:
     """A validation error as one line naming each LANDER_* variable."""
-    problems = []
+    return _line(problems(exc))
+
+
+def _line(found: list[str]) -> str:
+    return "invalid configuration: " + "; ".join(found)
+
+
+def problems(exc: ValidationError) -> list[str]:
+    """Each error of a validation as ``LANDER_NAME what is wrong``.
+
+    Field errors are named by their variable. A model-level error (empty ``loc``: a
+    check across fields, such as renew below failover) is taken as it is: its message
+    names the variables itself. Input values are never added (pydantic's ``input``).
+    """
+    found = []
     for error in exc.errors():
         where = ".".join(str(part) for part in error["loc"])
-        name = f"LANDER_{where.upper()}" if where else "settings"
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "missing":
             message = "is required but not set"
-        problems.append(f"{name} {message}")
-    return "invalid configuration: " + "; ".join(problems)
+        found.append(f"{PREFIX}{where.upper()} {message}" if where else message)
+    return found
+
+
+# -- which LANDER_* variables exist ------------------------------------------------------
+
+SETTINGS_MODULES = ("consumer.config", "sparkjobs.settings")
+"""Where the settings classes live; every ``BaseSettings`` subclass defined there counts
+(as for docs/configuration.md, see consumer.configdoc)."""
+
+ENVIRONMENT_ONLY: dict[str, str] = {
+    "LANDER_SPARK_DRIVER_MEMORY": "sparkjobs/session.py: driver memory of a local Spark "
+    "session (set by docker-compose.yml and the k8s kustomizations)",
+    "LANDER_SPARK_LOG_LEVEL": "sparkjobs/session.py: Spark's own log level",
+    "LANDER_S3A_JARS": "tests/support/s3a.py: the folder holding the S3A jars of the tests",
+}
+"""Variables read straight from the environment, not through a settings class: their
+readers run where no settings object exists (``get_session`` is also called by the demo,
+the tests and the benchmarks), so they are known without being fields."""
+
+
+@functools.cache
+def known_variables() -> frozenset[str]:
+    """Every ``LANDER_*`` variable some command reads: the fields of every settings class
+    of every command (an environment shared by ``lander run``, ``produce``, ``compact``
+    and ``analyse`` is fine), and :data:`ENVIRONMENT_ONLY`."""
+    names = set(ENVIRONMENT_ONLY)
+    for module_name in SETTINGS_MODULES:
+        module = importlib.import_module(module_name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseSettings)
+                and value.__module__ == module_name
+            ):
+                names.update(variables_of(value))
+    return frozenset(names)
+
+
+def variables_of(kind: type[BaseSettings]) -> set[str]:
+    """The environment variables that set the fields of ``kind`` (upper case)."""
+    prefix = str(kind.model_config.get("env_prefix", ""))
+    names: set[str] = set()
+    for field_name, info in kind.model_fields.items():
+        alias = info.validation_alias or info.alias
+        if isinstance(alias, str):
+            names.add(alias.upper())
+        elif isinstance(alias, AliasChoices):
+            names.update(choice.upper() for choice in alias.choices if isinstance(choice, str))
+        else:
+            names.add(f"{prefix}{field_name}".upper())
+    return names
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One problem per ``LANDER_*`` variable that nothing reads, with the closest name.
+
+    Names only: a value is never quoted. Case is ignored as pydantic-settings ignores it.
+    """
+    environ = os.environ if environ is None else environ
+    known = known_variables()
+    suffixes = sorted(name.removeprefix(PREFIX) for name in known if name.startswith(PREFIX))
+    found = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper in known:
+            continue
+        # Compare without the prefix every name shares, or anything looks close.
+        close = difflib.get_close_matches(upper.removeprefix(PREFIX), suffixes, n=1)
+        hint = f"did you mean {PREFIX}{close[0]}?" if close else "see docs/configuration.md"
+        found.append(f"{name} is not a setting ({hint})")
+    return found
 
 
 class ProduceSettings(BaseSettings):
@@ -282,12 +425,8 @@ class ProduceSettings(BaseSettings):
     produce_seed: int = Field(
         default=0, description="Seed of the random choices (repeatable runs)."
     )
-    log_format: Literal["auto", "json", "console"] = Field(
-        default="auto", description="As for lander run."
-    )
-    log_level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Lowest level logged."
-    )
+    log_format: LogFormat = Field(default="auto", description="As for lander run.")
+    log_level: LogLevel = Field(default="info", description="Lowest level logged.")
 
     @field_validator("stream")
     @classmethod
@@ -297,8 +436,4 @@ class ProduceSettings(BaseSettings):
 
 def load_produce_settings(**overrides: Any) -> ProduceSettings:
     """Like :func:`load_settings`, for ``lander produce``."""
-    clean = {key: value for key, value in overrides.items() if value is not None}
-    try:
-        return ProduceSettings(**clean)
-    except ValidationError as exc:
-        raise ConfigError(one_line(exc)) from None
+    return load_class(ProduceSettings, **overrides)

@@ -3,6 +3,11 @@
 The same parser serves ``python -m sparkjobs`` and the entry file given to
 ``spark-submit`` (``deploy/spark/submit.py``), so a cluster runs exactly what a laptop does.
 Every flag has a ``LANDER_*`` variable; the flag wins.
+
+Exit status (docs/sparkjobs.md): :data:`OK` 0 done (or already up to date),
+:data:`FAILED` 1 the job failed, :data:`BAD_CONFIG` 2 bad settings or no PySpark,
+:data:`EMPTY` 3 the window has no input, so there is nothing to do (0 with
+``--allow-empty``).
 """
 
 from __future__ import annotations
@@ -10,11 +15,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from consumer.config import ConfigError
 from consumer.telemetry import configure_logging
 from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, load
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from sparkjobs.io import Filesystem
+
+OK, FAILED, BAD_CONFIG, EMPTY = 0, 1, 2, 3
+"""The jobs' exit codes."""
+
+EXIT_CODES = """\
+exit status: 0 done or already up to date, 1 failed, 2 bad settings or no PySpark,
+3 nothing to do: the window has no input (0 with --allow-empty)
+"""
 
 COMPACT_HELP = """\
 Compact one window of the landed archive into deduplicated Parquet.
@@ -25,12 +43,21 @@ minutes before it), drops transport duplicates (same position) and producer dupl
 publishes it atomically under {compacted}/stream=S/_published/. Re-running a window
 rewrites only hours whose input changed (late files). Bad input is counted and
 reported with its file; --strict fails the window instead.
+
+A window whose hours hold no landed object at all (a quiet stream, or a wrong
+--archive) is reported in one line and exits 3 without starting Spark for a local
+archive; --allow-empty makes that exit 0.
+
 """
 
 ANALYSE_HELP = """\
 Analyse a compacted window: volume per minute and shard, duplicates by cause,
 lateness, hot partition keys, producer sequence gaps, dead letters. Writes Parquet
 tables and a self-contained report.html under {reports}/stream=S/{window}/.
+
+A window with no compacted data (never compacted, or compacted empty) is reported in
+one line and exits 3, writing nothing; --allow-empty makes that exit 0.
+
 """
 
 
@@ -54,7 +81,7 @@ def add_commands(commands: Any) -> None:
     compact = commands.add_parser(
         "compact",
         help="compact a window of the archive into Parquet (Spark)",
-        description=COMPACT_HELP,
+        description=COMPACT_HELP + EXIT_CODES,
         formatter_class=fmt,
     )
     _common(compact)
@@ -83,11 +110,18 @@ def add_commands(commands: Any) -> None:
         dest="compact_compression",
         help="snappy, zstd, gzip or none (LANDER_COMPACT_COMPRESSION)",
     )
+    compact.add_argument(
+        "--allow-empty",
+        dest="compact_allow_empty",
+        action="store_const",
+        const=True,
+        help="exit 0, not 3, when the window has no landed input (LANDER_COMPACT_ALLOW_EMPTY)",
+    )
 
     analyse = commands.add_parser(
         "analyse",
         help="analyse a compacted window; write tables and report.html (Spark)",
-        description=ANALYSE_HELP,
+        description=ANALYSE_HELP + EXIT_CODES,
         formatter_class=fmt,
     )
     _common(analyse)
@@ -108,6 +142,13 @@ def add_commands(commands: Any) -> None:
         help="JSON pointer to a per-producer sequence, e.g. /seq (LANDER_SEQUENCE_POINTER)",
     )
     analyse.add_argument("--top-keys", type=int, help="hot partition keys listed (default 20)")
+    analyse.add_argument(
+        "--allow-empty",
+        dest="analyse_allow_empty",
+        action="store_const",
+        const=True,
+        help="exit 0, not 3, when the window has no compacted data (LANDER_ANALYSE_ALLOW_EMPTY)",
+    )
 
 
 _FLAGS = {
@@ -121,6 +162,7 @@ _FLAGS = {
         "compact_lookback_minutes",
         "compact_strict",
         "compact_compression",
+        "compact_allow_empty",
     ),
     "analyse": (
         "stream",
@@ -132,18 +174,19 @@ _FLAGS = {
         "event_time_pointer",
         "sequence_pointer",
         "top_keys",
+        "analyse_allow_empty",
     ),
 }
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the job ``args.command`` names; 0 on success, 1 on failure, 2 on bad settings."""
+    """Run the job ``args.command`` names; the exit code (:data:`OK` … :data:`EMPTY`)."""
     kind: type[JobSettings] = CompactSettings if args.command == "compact" else AnalyseSettings
     try:
         settings = load(kind, **{name: getattr(args, name, None) for name in _FLAGS[args.command]})
     except ConfigError as exc:
         print(f"lander: {exc}", file=sys.stderr)
-        return 2
+        return BAD_CONFIG
     configure_logging(settings.log_format, settings.log_level)
     try:
         import pyspark  # noqa: F401
@@ -152,15 +195,35 @@ def run(args: argparse.Namespace) -> int:
             "lander: the Spark jobs need PySpark and Java 17+: pip install 'kinesis-lander[spark]'",
             file=sys.stderr,
         )
-        return 2
+        return BAD_CONFIG
     if isinstance(settings, CompactSettings):
         return _compact(settings)
     assert isinstance(settings, AnalyseSettings)
     return _analyse(settings)
 
 
+def _nothing_to_do(command: str, what: str, *, allowed: bool) -> int:
+    """One line on stderr; :data:`EMPTY`, or :data:`OK` when empty windows are allowed."""
+    print(f"lander {command}: {what}; nothing to do", file=sys.stderr)
+    return OK if allowed else EMPTY
+
+
+def _filesystem(uri: str, spark: SparkSession | None) -> Filesystem:
+    from sparkjobs.io import filesystem_for
+
+    return filesystem_for(uri, spark)
+
+
+def _session_to_list(uri: str, master: str | None, app: str) -> SparkSession | None:
+    """A session only if listing ``uri`` needs one: local folders are listed without a JVM."""
+    from sparkjobs.io import is_local
+    from sparkjobs.session import get_session
+
+    return None if is_local(uri) else get_session(master, app=app)
+
+
 def _compact(settings: CompactSettings) -> int:
-    from sparkjobs.compact import CompactionError, CompactJob, compact
+    from sparkjobs.compact import CompactionError, CompactJob, compact, has_landed_input
     from sparkjobs.session import get_session
     from sparkjobs.window import Window
 
@@ -174,12 +237,21 @@ def _compact(settings: CompactSettings) -> int:
         strict=settings.compact_strict,
         compression=settings.compact_compression,
     )
-    spark = get_session(settings.spark_master, app=f"lander-compact-{settings.stream}")
+    app = f"lander-compact-{settings.stream}"
+    spark = _session_to_list(job.archive, settings.spark_master, app)
+    if not has_landed_input(_filesystem(job.archive, spark), job):
+        return _nothing_to_do(
+            "compact",
+            f"no landed input for stream {job.stream} in window {job.window.label} "
+            f"under {job.archive}",
+            allowed=settings.compact_allow_empty,
+        )
+    spark = spark or get_session(settings.spark_master, app=app)
     try:
         manifest = compact(spark, job)
     except CompactionError as exc:
         print(f"lander compact: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
     print(
         f"{job.window.label}: {manifest.status}; hours rewritten {len(manifest.stale_hours)}, "
         f"unchanged {len(manifest.unchanged_hours)}; rows in {manifest.total('input_rows')}, "
@@ -189,10 +261,11 @@ def _compact(settings: CompactSettings) -> int:
     )
     for bad in manifest.bad_files:
         print(f"  bad input: {bad.file}: {bad.kind}, {bad.lines} lines ({bad.detail})")
-    return 0
+    return OK
 
 
 def _analyse(settings: AnalyseSettings) -> int:
+    from sparkjobs import compacted
     from sparkjobs.analyse import AnalyseJob, analyse
     from sparkjobs.io import join
     from sparkjobs.report import render_text
@@ -209,11 +282,21 @@ def _analyse(settings: AnalyseSettings) -> int:
         sequence_pointer=settings.sequence_pointer,
         top_keys=settings.top_keys,
     )
-    spark = get_session(settings.spark_master, app=f"lander-analyse-{settings.stream}")
+    app = f"lander-analyse-{settings.stream}"
+    spark = _session_to_list(job.compacted, settings.spark_master, app)
+    fs = _filesystem(job.compacted, spark)
+    if not compacted.current_files(fs, job.compacted, job.stream, job.window):
+        return _nothing_to_do(
+            "analyse",
+            f"no compacted data for stream {job.stream} in window {job.window.label} "
+            f"under {job.compacted}",
+            allowed=settings.analyse_allow_empty,
+        )
+    spark = spark or get_session(settings.spark_master, app=app)
     analysis = analyse(spark, job)
     print(render_text(analysis))
     print(f"report: {join(job.folder, 'report.html')}")
-    return 0
+    return OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

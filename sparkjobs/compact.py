@@ -184,6 +184,20 @@ def _list_inputs(fs: Filesystem, job: CompactJob) -> dict[datetime, list[InputFi
     return found
 
 
+def has_landed_input(fs: Filesystem, job: CompactJob) -> bool:
+    """Whether any hour of the window itself holds a landed object (lookback not counted).
+
+    Lists hour by hour and stops at the first object, so a busy window costs one listing;
+    ``lander compact`` asks before it starts Spark when the archive is local.
+    """
+    for hour in job.window.hour_starts():
+        for item in fs.list_files(join(job.source, hour_folder(hour))):
+            where = landed(item.uri)
+            if where is not None and where.hour == hour:
+                return True
+    return False
+
+
 def _inputs_of(
     hour: datetime, by_hour: dict[datetime, list[InputFile]], minutes: int
 ) -> list[InputFile]:

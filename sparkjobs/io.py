@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -96,10 +95,15 @@ class LocalFilesystem:
             return None
 
     def write_atomic(self, uri: str, data: bytes) -> None:
-        """Write a temporary file beside it, fsync, rename over."""
+        """Write a temporary file beside it, fsync, rename over.
+
+        The file is for readers (pointers, manifests, report.html), so it gets the mode
+        a plain ``open()`` gives, 0o666 less the umask (0644 under umask 022), not the
+        0600 of ``tempfile.mkstemp``; missing folders get 0o777 less the umask (0755).
+        """
         path = local_path(uri)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name)
+        fd, tmp = _create_beside(path)
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
@@ -117,6 +121,22 @@ class LocalFilesystem:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+
+def _create_beside(path: Path) -> tuple[int, Path]:
+    """A new, uniquely named temporary file in ``path``'s folder, open for writing.
+
+    Created as ``open()`` would create it (mode 0o666, the kernel applies the umask),
+    with O_EXCL so that it is never someone else's file.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.parent / f".tmp-{os.urandom(6).hex()}{path.name}"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")  # pragma: no cover
 
 
 class HadoopFilesystem:

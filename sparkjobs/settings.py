@@ -7,13 +7,15 @@ The same names as the daemon where they mean the same thing (``LANDER_ARCHIVE``,
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from consumer.config import ConfigError, one_line
+from consumer.config import CaseInsensitive, LogFormat, LogLevel, load_class
 from sparkjobs.window import Window, WindowError
+
+Compression = Annotated[Literal["snappy", "zstd", "gzip", "none"], CaseInsensitive]
 
 
 def _uri(value: str) -> str:
@@ -44,10 +46,10 @@ class JobSettings(BaseSettings):
         default=None,
         description="Spark master for a local run (default local[*]); ignored under spark-submit.",
     )
-    log_format: Literal["auto", "json", "console"] = Field(
+    log_format: LogFormat = Field(
         default="auto", description="Log lines: JSON off a terminal, readable on one."
     )
-    log_level: str = Field(default="info", description="Log level.")
+    log_level: LogLevel = Field(default="info", description="Log level.")
 
     @field_validator("window")
     @classmethod
@@ -55,7 +57,8 @@ class JobSettings(BaseSettings):
         try:
             Window.parse(value)
         except WindowError as exc:
-            raise ValueError(str(exc)) from None
+            # "window '…': why": the variable's name already leads the line.
+            raise ValueError(str(exc).removeprefix("window ")) from None
         return value
 
     @field_validator("compacted")
@@ -80,8 +83,13 @@ class CompactSettings(JobSettings):
     compact_strict: bool = Field(
         default=False, description="Fail the window on any bad input instead of reporting it."
     )
-    compact_compression: Literal["snappy", "zstd", "gzip", "none"] = Field(
+    compact_compression: Compression = Field(
         default="snappy", description="Parquet compression codec."
+    )
+    compact_allow_empty: bool = Field(
+        default=False,
+        description="A window without landed input is a success (exit 0) instead of exit 3; "
+        "either way nothing is read or published.",
     )
 
     @field_validator("archive")
@@ -107,6 +115,11 @@ class AnalyseSettings(JobSettings):
         default=None, description="JSON pointer to a per-producer sequence number, e.g. /seq."
     )
     top_keys: int = Field(default=20, ge=1, le=1000, description="Hot partition keys listed.")
+    analyse_allow_empty: bool = Field(
+        default=False,
+        description="A window without compacted data is a success (exit 0) instead of exit 3; "
+        "either way no report is written.",
+    )
 
     @field_validator("event_time_pointer", "sequence_pointer")
     @classmethod
@@ -120,9 +133,8 @@ T = TypeVar("T", bound=JobSettings)
 
 
 def load(kind: type[T], **overrides: Any) -> T:
-    """Settings from the environment and flags; :class:`ConfigError` in one line."""
-    clean = {key: value for key, value in overrides.items() if value is not None}
-    try:
-        return kind(**clean)
-    except ValidationError as exc:
-        raise ConfigError(one_line(exc)) from None
+    """Settings from the environment and flags; :class:`ConfigError` in one line.
+
+    As for the workers, a ``LANDER_*`` variable no command reads is an error.
+    """
+    return load_class(kind, **overrides)
