@@ -192,7 +192,7 @@ async def _run_workers(
             for client in (clients.kinesis, clients.dynamodb, clients.s3):
                 counter.attach(client, name)
             context = WorkerContext(settings, clients, LanderMetrics())
-            factory = load_processor(settings.processor, context)
+            factory = load_processor(settings.processor, context).factory
             workers.append(
                 Worker(
                     settings,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from consumer.leases.model import WORKER_KEY_PREFIX
 from tests.support.cluster import stop_processes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -129,6 +130,8 @@ class LeaseTable:
             return {}
         owners: dict[str, str | None] = {}
         for item in items:
+            if item["leaseKey"]["S"].startswith(WORKER_KEY_PREFIX):
+                continue  # a worker-id claim, not a shard lease
             owner = item.get("leaseOwner", {}).get("S")
             owners[item["leaseKey"]["S"]] = None if owner in (None, "", "NULL") else owner
         return owners

@@ -29,7 +29,8 @@ Start here:
   lander compact, analyse     the nightly Spark jobs (Parquet, report)
 
 Every setting is an environment variable LANDER_<NAME> (docs/configuration.md); a
-flag overrides it. A bad or missing setting stops start-up with one line naming it.
+flag overrides it. A bad or missing setting, or a LANDER_ variable that is no setting
+(a typo), stops start-up with one line naming it. Choices are case-insensitive.
 AWS endpoints, region and credentials come from the standard AWS variables
 (AWS_REGION, AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_KINESIS, ...), so pointing the daemon
 at an emulator needs no extra switch: see `lander local-stack`.
@@ -50,11 +51,40 @@ def _settings_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processor", help="record processor as module:Class (LANDER_PROCESSOR)")
 
 
+class _Version(argparse.Action):
+    """``--version``: ``lander <version>`` on stdout, exit 0; reads no setting.
+
+    The version is looked up only when asked, so building the parser stays cheap.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the version and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from consumer.metrics import version
+
+        print(f"lander {version()}")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, with one subcommand per job."""
     parser = argparse.ArgumentParser(
         prog="lander", description=DESCRIPTION, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser(
@@ -67,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--archive", help="s3://bucket/prefix or file:///path (LANDER_ARCHIVE)")
     run.add_argument(
         "--metrics-port", type=int, help="serve metrics and health here (LANDER_METRICS_PORT)"
+    )
+    run.add_argument(
+        "--check",
+        action="store_true",
+        help="run the start-up checks (stream, lease table, archive, processor) and exit",
     )
 
     status = commands.add_parser(
@@ -177,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_format, settings.log_level)
     if args.command == "run":
-        return asyncio.run(_run(settings))
+        return asyncio.run(_run(settings, check_only=args.check))
     if args.command == "status":
         return asyncio.run(_status(settings, as_json=args.json))
     raise AssertionError(args.command)  # pragma: no cover
@@ -217,7 +252,13 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
             print(f"lander: cannot list the shards of {settings.stream}: {exc}", file=sys.stderr)
             return 1
     now = wall_ms()
-    rows = shard_rows(leases, shards, now_ms=now, failover_seconds=settings.failover_seconds)
+    rows = shard_rows(
+        leases,
+        shards,
+        now_ms=now,
+        failover_seconds=settings.failover_seconds,
+        stall_seconds=settings.stall_seconds,
+    )
     if as_json:
         print(render_json(rows, settings.stream, settings.lease_table, now))
     else:
@@ -322,7 +363,14 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(spec)
 
 
-async def _run(settings: Settings) -> int:
+EXIT_CONFIG = 2
+"""A setting is missing or invalid."""
+EXIT_REFUSED = 3
+"""A start-up check failed, another process runs under this worker id, or the stream
+went away: the environment, not the code, needs fixing."""
+
+
+async def _run(settings: Settings, *, check_only: bool = False) -> int:
     # Signals first: a SIGTERM during start-up still ends in a clean exit.
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -333,26 +381,56 @@ async def _run(settings: Settings) -> int:
     from consumer.health import HealthServer
     from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
+    from consumer.leases.identity import DuplicateWorkerError
     from consumer.metrics import LanderMetrics
+    from consumer.preflight import PreflightError, Target, preflight
     from consumer.processor import WorkerContext, load_processor
-    from consumer.worker import Worker, tune_gc
+    from consumer.worker import StreamGoneError, Worker, tune_gc
 
     async with Clients() as clients:
         context = WorkerContext(settings, clients, LanderMetrics())
         try:
-            factory = load_processor(settings.processor, context)
+            loaded = load_processor(settings.processor, context)
         except ConfigError as exc:
             print(f"lander: {exc}", file=sys.stderr)
-            return 2
-        except (ImportError, ValueError) as exc:
-            print(f"lander: LANDER_PROCESSOR {settings.processor}: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_CONFIG
+        except Exception as exc:
+            print(f"lander: LANDER_PROCESSOR {settings.processor}: {_reason(exc)}", file=sys.stderr)
+            return EXIT_CONFIG
+        store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
+        stream = KinesisStream(clients.kinesis, settings.stream)
+        target = Target(
+            stream=settings.stream,
+            kinesis_endpoint=clients.kinesis.meta.endpoint_url,
+            lease_table=settings.lease_table,
+            dynamodb_endpoint=clients.dynamodb.meta.endpoint_url,
+            archive=settings.archive,
+        )
+        try:
+            passed = await preflight(
+                target, stream, store, loaded.probe, create_table=settings.lease_table_create
+            )
+        except PreflightError as exc:
+            print(f"lander: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
+        log.info(
+            "start-up checks passed",
+            stream=settings.stream,
+            shards=passed.shards,
+            lease_table=settings.lease_table,
+            leases=passed.leases,
+            archive=settings.archive,
+            processor=settings.processor,
+        )
+        if check_only:
+            print(
+                f"lander: start-up checks passed: stream {settings.stream} ({passed.shards} "
+                f"shards), lease table {settings.lease_table} ({passed.leases} leases), "
+                f"archive {settings.archive or '-'}, processor {settings.processor}"
+            )
+            return 0
         worker = Worker(
-            settings,
-            DynamoLeaseStore(clients.dynamodb, settings.lease_table),
-            KinesisStream(clients.kinesis, settings.stream),
-            factory,
-            metrics=context.metrics,
+            settings, store, stream, loaded.factory, metrics=context.metrics, probe=loaded.probe
         )
         server = None
         if settings.metrics_port is not None:
@@ -367,16 +445,25 @@ async def _run(settings: Settings) -> int:
                     f"{settings.metrics_host}: {exc.strerror or exc}",
                     file=sys.stderr,
                 )
-                return 2
+                return EXIT_CONFIG
         tune_gc()
         stopper = asyncio.create_task(_stop_when(stop, worker))
         try:
             await worker.run()
+        except (DuplicateWorkerError, StreamGoneError) as exc:
+            print(f"lander: {exc}", file=sys.stderr)
+            return EXIT_REFUSED
         finally:
             stopper.cancel()
             if server is not None:
                 await server.stop()
     return 0
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ModuleNotFoundError):
+        return f"{exc} (modules are found in the current directory and on PYTHONPATH)"
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
 
 
 async def _stop_when(stop: asyncio.Event, worker: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 # GetRecords answers in tens of milliseconds when healthy and seconds when throttled
 # or far behind; the buckets cover both ends.
@@ -58,7 +58,8 @@ class LanderMetrics:
         )
         self.leases_released = Counter(
             "lander_leases_released",
-            "Leases this worker gave up, by why: shutdown, handoff, shard_end.",
+            "Leases this worker gave up, by why: shutdown, handoff, shard_end, unfit (it "
+            "cannot land).",
             ["why"],
             registry=r,
         )
@@ -132,6 +133,41 @@ class LanderMetrics:
         self.checkpoint_failures = Counter(
             "lander_checkpoint_failures", "Checkpoints refused or failed.", ["shard_id"], registry=r
         )
+        self.landing_failures = Counter(
+            "lander_landing_failures",
+            "Failed attempts to put an object into the archive, by error.",
+            ["shard_id", "error"],
+            registry=r,
+        )
+        # -- stalls and health ----------------------------------------------------------
+        self.checkpoint_age = Gauge(
+            "lander_checkpoint_age_seconds",
+            "Seconds since the shard's checkpoint last moved on this worker (since the "
+            "lease was taken if it has not moved yet); 0 while no record waits.",
+            ["shard_id"],
+            registry=r,
+        )
+        self.records_pending = Gauge(
+            "lander_records_pending",
+            "Records delivered to the processor and not yet covered by a checkpoint.",
+            ["shard_id"],
+            registry=r,
+        )
+        self.shard_restarts = Counter(
+            "lander_shard_restarts",
+            "Times the shard's processor failed and the shard restarted from its checkpoint.",
+            ["shard_id"],
+            registry=r,
+        )
+        self.landing_healthy = Gauge(
+            "lander_landing_healthy",
+            "1 while this worker can land (its archive probe passes), 0 while it cannot "
+            "and gives its shards back.",
+            registry=r,
+        )
+        self.ready = Gauge("lander_ready", "1 while /readyz answers 200, else 0.", registry=r)
+        # process_cpu_seconds_total, process_resident_memory_bytes, open fds (Linux).
+        ProcessCollector(registry=r)
         self.reconcile_listings = Counter(
             "lander_reconcile_listings",
             "Listings of landed objects made to reconcile after a takeover.",
@@ -146,5 +182,6 @@ class LanderMetrics:
     def forget_shard(self, shard_id: str) -> None:
         """Drop the shard's gauge once this worker no longer reads it, so a lag
         reported by a worker that lost the shard does not linger as a flat line."""
-        with contextlib.suppress(KeyError):
-            self.millis_behind.remove(shard_id)
+        for gauge in (self.millis_behind, self.checkpoint_age, self.records_pending):
+            with contextlib.suppress(KeyError):
+                gauge.remove(shard_id)

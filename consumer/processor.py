@@ -21,7 +21,9 @@ are delivered again, none is skipped.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -41,10 +43,12 @@ class Checkpointer:
         coordinator: LeaseCoordinator,
         shard_id: str,
         last_delivered: Callable[[], Position | None],
+        on_checkpoint: Callable[[Checkpoint], None] | None = None,
     ) -> None:
         self._coordinator = coordinator
         self.shard_id = shard_id
         self._last_delivered = last_delivered
+        self._on_checkpoint = on_checkpoint
 
     async def checkpoint(self, position: Position | None = None) -> None:
         """Checkpoint ``position`` (default: the last record delivered to the processor).
@@ -59,6 +63,8 @@ class Checkpointer:
         if last is None or target > last:
             raise ValueError(f"cannot checkpoint {target}: last delivered is {last}")
         await self._coordinator.checkpoint(self.shard_id, target)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(target)
 
     async def ensure_lease(self) -> None:
         """Raise ``LeaseLostError`` unless the lease is certainly ours right now.
@@ -76,6 +82,8 @@ class Checkpointer:
     async def mark_shard_end(self) -> None:
         """Checkpoint SHARD_END; the worker calls this after ``shard_ended``."""
         await self._coordinator.checkpoint(self.shard_id, Sentinel.SHARD_END)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(Sentinel.SHARD_END)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +125,9 @@ class RecordProcessor(Protocol):
 
 
 ProcessorFactory = Callable[[], RecordProcessor]
+Probe = Callable[[], Awaitable[None]]
+"""Proves the worker can do its processors' work (the lander: write to the archive);
+raises when it cannot."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,21 +139,41 @@ class WorkerContext:
     metrics: LanderMetrics
 
 
-def load_processor(spec: str, context: WorkerContext) -> ProcessorFactory:
+@dataclass(frozen=True, slots=True)
+class LoadedProcessor:
+    """A processor factory and, if the class offers one, its worker probe."""
+
+    factory: ProcessorFactory
+    probe: Probe | None = None
+
+
+def load_processor(spec: str, context: WorkerContext) -> LoadedProcessor:
     """Resolve ``module:Class`` (or ``module:factory``) to a processor factory.
+
+    The module is imported like ``python -m`` would: from the current directory first,
+    then ``PYTHONPATH`` and the installed packages, so ``lander run --processor
+    mypackage.processors:PrintProcessor`` works from the folder holding ``mypackage``.
 
     A class with a ``for_worker(context)`` class method is asked for its factory, so
     it can share clients and metrics across its per-shard instances (the built-in
-    lander does); anything else callable is called with no arguments per shard.
+    lander does); anything else callable is called with no arguments per shard. A class
+    with a ``probe_for_worker(context)`` class method gives the worker a probe: it runs
+    at start (a failure stops start-up) and when a shard keeps failing, to tell a
+    worker that cannot work (it gives its shards back) from a shard that cannot be
+    processed (retried in place).
     """
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise ValueError(f"processor must look like module:Class, got {spec!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     module = importlib.import_module(module_name)
     target = getattr(module, attribute, None)
     if target is None or not callable(target):
         raise ValueError(f"{spec!r}: {module_name} has no callable {attribute}")
     for_worker = getattr(target, "for_worker", None)
-    if for_worker is not None:
-        return for_worker(context)  # type: ignore[no-any-return]
-    return target  # type: ignore[no-any-return]
+    factory: ProcessorFactory = for_worker(context) if for_worker is not None else target
+    probe_for_worker = getattr(target, "probe_for_worker", None)
+    probe: Probe | None = probe_for_worker(context) if probe_for_worker is not None else None
+    return LoadedProcessor(factory, probe)

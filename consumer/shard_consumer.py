@@ -12,7 +12,10 @@ processor hears ``lease_lost`` and nothing else afterwards.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import enum
+from collections import deque
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -27,7 +30,8 @@ from consumer.processor import (
     RecordProcessor,
 )
 from consumer.reader import Batch, ShardReader
-from consumer.sequence import Position
+from consumer.records import Record
+from consumer.sequence import Checkpoint, Position
 from consumer.stream import StreamClient
 
 if TYPE_CHECKING:
@@ -55,6 +59,42 @@ class Outcome(enum.StrEnum):
     LOST = "lost"
 
 
+@dataclass(slots=True)
+class ShardProgress:
+    """How one held shard is doing: kept by the worker across restarts of its consumer,
+    so a shard that fails and restarts over and over still shows as stuck."""
+
+    pending: int = 0
+    """Records delivered to the processor and not yet covered by a checkpoint."""
+    waiting_since: float | None = None
+    """Monotonic time since which records have waited without the checkpoint moving."""
+    failures: int = 0
+    """Processor failures since the checkpoint last moved."""
+    last_error: str | None = None
+
+    def delivered(self, pending: int, now: float) -> None:
+        """Records were handed to the processor; ``pending`` now wait."""
+        self.pending = pending
+        if pending and self.waiting_since is None:
+            self.waiting_since = now
+
+    def checkpointed(self, pending: int, now: float) -> None:
+        """The checkpoint moved: the shard makes progress."""
+        self.pending = pending
+        self.waiting_since = now if pending else None
+        self.failures = 0
+        self.last_error = None
+
+    def failed(self, error: BaseException) -> None:
+        """The processor failed; the shard restarts from its checkpoint."""
+        self.failures += 1
+        self.last_error = f"{type(error).__name__}: {error}"[:500]
+
+    def age(self, now: float) -> float:
+        """Seconds the checkpoint has not moved while records waited (0: none waits)."""
+        return 0.0 if self.waiting_since is None else max(0.0, now - self.waiting_since)
+
+
 class ShardConsumer:
     """Feeds one shard's records to one processor while the lease is ours."""
 
@@ -69,8 +109,13 @@ class ShardConsumer:
         limit: int = 10_000,
         idle_seconds: float = 1.0,
         metrics: LanderMetrics | None = None,
+        progress: ShardProgress | None = None,
     ) -> None:
         self.shard_id = shard_id
+        self.progress = progress or ShardProgress()
+        # Delivered batches (trimmed) whose records no checkpoint covers yet.
+        self._unchecked: deque[list[Record]] = deque()
+        self._unchecked_count = 0
         self.coordinator = coordinator
         self.stream = stream
         self.processor = processor
@@ -89,7 +134,9 @@ class ShardConsumer:
         start = coordinator.lease(shard_id).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None
         """The last position handed to the processor (the reader may be further on)."""
-        self.checkpointer = Checkpointer(coordinator, shard_id, lambda: self.delivered)
+        self.checkpointer = Checkpointer(
+            coordinator, shard_id, lambda: self.delivered, self._checkpointed
+        )
         self.records_delivered = 0
         self._log = log.bind(shard_id=shard_id, worker_id=coordinator.worker_id)
 
@@ -126,6 +173,9 @@ class ShardConsumer:
                 await self.coordinator.ensure_valid(self.shard_id)
                 if batch.records:
                     self.delivered = batch.records[-1].position
+                    self._unchecked.append(batch.records)
+                    self._unchecked_count += len(batch.records)
+                    self.progress.delivered(self._unchecked_count, self.coordinator.clock())
                 if batch.millis_behind is not None:
                     self.coordinator.lag_ms[self.shard_id] = batch.millis_behind
                 await self.processor.process_records(
@@ -149,6 +199,22 @@ class ShardConsumer:
         await self.processor.shutdown_requested(self.checkpointer)
         self.state = State.DONE
         return Outcome.STOPPED
+
+    def _checkpointed(self, checkpoint: Checkpoint) -> None:
+        """Forget the records a checkpoint now covers; tell the progress."""
+        if isinstance(checkpoint, Position):
+            while self._unchecked and self._unchecked[0][-1].position <= checkpoint:
+                self._unchecked_count -= len(self._unchecked.popleft())
+            if self._unchecked:
+                first = self._unchecked[0]
+                covered = bisect.bisect_right(first, checkpoint, key=lambda r: r.position)
+                if covered:
+                    self._unchecked[0] = first[covered:]
+                    self._unchecked_count -= covered
+        else:  # SHARD_END: everything is done
+            self._unchecked.clear()
+            self._unchecked_count = 0
+        self.progress.checkpointed(self._unchecked_count, self.coordinator.clock())
 
     async def _fetch(self, pages: asyncio.Queue[Batch | BaseException | None]) -> None:
         try:

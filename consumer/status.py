@@ -6,7 +6,9 @@ owner reported with its last heartbeat. Reading is one Scan and one ListShards; 
 never writes, so it is safe to run against a live table as often as you like.
 
 Lease age and "stale" come from the wall-clock stamp workers write for this view
-(``lastUpdateMs``); workers themselves never judge expiry by wall clock.
+(``lastUpdateMs``); workers themselves never judge expiry by wall clock. "Stalled"
+comes from the owner's own report with each heartbeat: records wait and the
+checkpoint has not moved for ``stall_seconds`` (a duration the owner measured).
 """
 
 from __future__ import annotations
@@ -30,10 +32,17 @@ class ShardStatus:
     lease_age_s: float | None
     lag_ms: int | None
     parents: tuple[str, ...]
+    pending: int | None = None
+    """Records the owner holds that no checkpoint covers yet."""
+    checkpoint_age_s: float | None = None
+    """How long those records have waited without the checkpoint moving."""
+    failures: int = 0
+    last_error: str | None = None
 
 
 STATES = {
     "owned": "an owner is renewing the lease",
+    "stalled": "owned, but records wait and the checkpoint has not moved for the stall time",
     "stale": "the owner has not written the lease for longer than the failover time",
     "handing-off": "another worker asked for the lease; the owner hands it over",
     "free": "no owner; the next lease scan takes it",
@@ -50,6 +59,7 @@ def shard_rows(
     *,
     now_ms: int,
     failover_seconds: float,
+    stall_seconds: float = 300.0,
 ) -> list[ShardStatus]:
     """Join leases and shards into rows, sorted by shard id (pure)."""
     by_key = {lease.key: lease for lease in leases}
@@ -63,15 +73,24 @@ def shard_rows(
             rows.append(ShardStatus(key, "no-lease", None, "-", None, None, parents))
             continue
         age = None if lease.updated_ms is None else max(0, now_ms - lease.updated_ms) / 1000
+        state = _state(lease, shard, by_key, age, failover_seconds)
+        report = lease.report if lease.owner is not None else None
+        waited = None if report is None else report.checkpoint_age_ms / 1000
+        if state == "owned" and report is not None and report.pending and waited is not None:
+            state = "stalled" if waited >= stall_seconds else state
         rows.append(
             ShardStatus(
                 shard=key,
-                state=_state(lease, shard, by_key, age, failover_seconds),
+                state=state,
                 owner=lease.owner,
                 checkpoint=str(lease.checkpoint),
                 lease_age_s=None if age is None else round(age, 1),
                 lag_ms=lease.lag_ms if lease.owner is not None else None,
                 parents=tuple(sorted(lease.parents)),
+                pending=None if report is None else report.pending,
+                checkpoint_age_s=None if waited is None else round(waited, 1),
+                failures=0 if report is None else report.failures,
+                last_error=None if report is None else report.last_error,
             )
         )
     return rows
@@ -100,7 +119,7 @@ def _state(
 
 def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
     """Aligned columns with a one-line summary underneath."""
-    header = ("SHARD", "STATE", "OWNER", "CHECKPOINT", "LEASE AGE", "LAG")
+    header = ("SHARD", "STATE", "OWNER", "CHECKPOINT", "LEASE AGE", "LAG", "WAITING")
     lines = [header]
     for row in rows:
         lines.append(
@@ -111,6 +130,7 @@ def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
                 row.checkpoint,
                 "-" if row.lease_age_s is None else f"{row.lease_age_s:.1f}s",
                 "-" if row.lag_ms is None else _duration(row.lag_ms),
+                "-" if row.pending is None else f"{row.pending:,}",
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -123,6 +143,16 @@ def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
     for row in rows:
         counts[row.state] = counts.get(row.state, 0) + 1
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    troubled = [row for row in rows if row.state == "stalled" or row.failures]
+    if troubled:
+        text.append("")
+    for row in troubled:
+        waited = _duration(int((row.checkpoint_age_s or 0) * 1000))
+        text.append(
+            f"{row.shard}: {row.state}, {row.pending or 0:,} records waiting for {waited}, "
+            f"{row.failures} failures since the last checkpoint"
+            + (f"; last error: {row.last_error}" if row.last_error else "")
+        )
     text.append("")
     text.append(
         f"stream {stream}, lease table {table}: {len(rows)} shards ({summary or 'none'}); "

@@ -11,6 +11,17 @@ Graceful shutdown (SIGTERM/SIGINT): stop taking leases; ask every shard to finis
 batch in hand, call ``shutdown_requested`` (where the processor lands and checkpoints)
 and release its lease, so another worker takes it over on its next scan; keep
 heartbeating meanwhile; give up after ``shutdown_seconds`` and release what is left.
+
+A worker that cannot land gives its shards back. When one shard's processor has
+failed ``landing_failures`` times in a row, the worker runs its processor's probe (the
+lander's: a conditional put into the archive). If the probe fails too, the fault is
+the worker's, not the shard's: it stops being ready, releases every shard, takes and
+asks for none, and probes again with backoff until a probe passes. If the probe
+passes (or the processor has none), the shard is retried in place and reported as
+stuck (checkpoint age, pending records, last error) in the metrics and the lease.
+
+Before any of that the worker claims its id (:mod:`consumer.leases.identity`): a
+second live process under the same id is refused.
 """
 
 from __future__ import annotations
@@ -29,12 +40,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from consumer.aws import backoff
 from consumer.config import Settings
 from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.identity import WorkerClaim
+from consumer.leases.model import ShardReport
 from consumer.leases.store import LeaseStore, TableMissingError
 from consumer.metrics import LanderMetrics, version
-from consumer.processor import ProcessorFactory
-from consumer.shard_consumer import Outcome, ShardConsumer
+from consumer.processor import Probe, ProcessorFactory
+from consumer.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.shards import ShardSyncer
-from consumer.stream import StreamClient, StreamError
+from consumer.stream import StreamClient, StreamError, StreamNotFoundError
 
 log = structlog.get_logger("consumer.worker")
 
@@ -46,6 +59,16 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     OSError,
     TimeoutError,
 )
+
+STREAM_MISSING_PASSES = 3
+"""Shard syncs in a row that find no stream before the worker stops (it was deleted)."""
+PROBE_TIMEOUT = 30.0
+
+
+class StreamGoneError(Exception):
+    """The stream no longer exists: nothing is left to consume. Not retriable."""
+
+    retriable = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +92,7 @@ class Worker:
         *,
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
+        probe: Probe | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics or LanderMetrics()
@@ -84,12 +108,21 @@ class Worker:
             rng=rng,
             metrics=self.metrics,
         )
+        self.claim = WorkerClaim(store, settings.worker_id, settings.failover_seconds)
+        self.probe = probe
         self.metrics.leases_held.set_function(lambda: len(self.coordinator.held))
+        self.metrics.ready.set_function(lambda: 1.0 if self.health().ready else 0.0)
+        self.metrics.landing_healthy.set(1)
         self.metrics.worker_info.labels(self.worker_id, version()).set(1)
         initial, self._timestamp = settings.start_position
         self.syncer = ShardSyncer(stream, store, initial)
         self.consumers: dict[str, ShardConsumer] = {}
         self.shard_tasks: dict[str, asyncio.Task[None]] = {}
+        self.progress: dict[str, ShardProgress] = {}
+        self.unfit: str | None = None
+        """Why this worker cannot land right now (None while it can)."""
+        self._give_back = asyncio.Event()
+        self._probing: asyncio.Task[None] | None = None
         self._lost: set[str] = set()
         self._stopping = asyncio.Event()
         self._synced = asyncio.Event()
@@ -109,22 +142,28 @@ class Worker:
     def health(self) -> Health:
         """Liveness and readiness, for ``/healthz`` and ``/readyz``.
 
-        Alive while the supervising loops run. Ready once the shards were listed, while
-        the lease table answered within the failover time (a worker that cannot reach
-        it is about to lose its leases) and until a shutdown begins.
+        Alive while the supervising loops run. Ready once the worker holds its id and
+        the shards were listed, while the lease table answered within the failover time
+        (a worker that cannot reach it is about to lose its leases), while it can land,
+        and until a shutdown begins.
         """
         age = None if self._last_contact is None else time.monotonic() - self._last_contact
         reachable = age is not None and age < self.settings.failover_seconds
-        ready = self._running and self._synced.is_set() and reachable
-        ready = ready and not self._stopping.is_set()
+        claimed = self.claim.lease is not None
+        ready = self._running and claimed and self._synced.is_set() and reachable
+        ready = ready and self.unfit is None and not self._stopping.is_set()
         detail: dict[str, object] = {
             "worker_id": self.worker_id,
             "running": self._running,
+            "worker_id_claimed": claimed,
             "synced": self._synced.is_set(),
             "stopping": self._stopping.is_set(),
+            "can_land": self.unfit is None,
             "lease_table_contact_seconds_ago": None if age is None else round(age, 3),
             "leases_held": sorted(self.coordinator.held),
         }
+        if self.unfit is not None:
+            detail["cannot_land"] = self.unfit
         return Health(alive=self._running, ready=ready, detail=detail)
 
     async def run(self) -> None:
@@ -137,6 +176,7 @@ class Worker:
 
     async def _run(self) -> None:
         await self.store.ensure_table()
+        await self.claim.acquire()
         self._log.info(
             "worker started",
             stream=self.settings.stream,
@@ -159,6 +199,12 @@ class Worker:
         await self._shutdown_shards()
         renewer.cancel()
         await asyncio.gather(renewer, return_exceptions=True)
+        if self._probing is not None:
+            self._probing.cancel()
+            await asyncio.gather(self._probing, return_exceptions=True)
+        if failure is None:
+            with contextlib.suppress(*TRANSIENT):
+                await self.claim.release()
         self._log.info("worker stopped")
         if failure is not None:
             raise failure
@@ -212,28 +258,59 @@ class Worker:
         return self.settings.renew_interval
 
     async def _lease_pass(self) -> None:
-        result = await self.coordinator.lease_pass()
+        result = await self.coordinator.lease_pass(acquire=self.unfit is None)
         for lease in result.taken:
             self._start_shard(lease.key)
         for key in result.handoffs:
             self._hand_off(key)
 
     async def _renew_pass(self) -> None:
+        self._report_progress()
         lost, handoffs = await self.coordinator.renew_all()
+        # After the shards: a renewal refused here means another process runs under
+        # this worker's id, which stops this one (DuplicateWorkerError is not transient).
+        await self.claim.renew()
         for key in lost:
             self._lose(key)
         for key in handoffs:
             self._hand_off(key)
 
+    def _report_progress(self) -> None:
+        """Each held shard's progress into the metrics and the next heartbeat."""
+        now = self.coordinator.clock()
+        for key in self.coordinator.held:
+            progress = self.progress.get(key)
+            if progress is None:
+                continue
+            age = progress.age(now)
+            self.metrics.checkpoint_age.labels(key).set(round(age, 3))
+            self.metrics.records_pending.labels(key).set(progress.pending)
+            self.coordinator.reports[key] = ShardReport(
+                pending=progress.pending,
+                checkpoint_age_ms=int(age * 1000),
+                failures=progress.failures,
+                last_error=progress.last_error,
+            )
+
     async def _sync_loop(self) -> None:
         failures = 0
+        missing = 0
         while True:
             try:
                 leases = await self.coordinator.read_table()
                 self.coordinator.listed_shards = await self.syncer.sync(leases)
                 self._last_contact = time.monotonic()
-                failures = 0
+                failures = missing = 0
                 self._synced.set()
+            except StreamNotFoundError as exc:
+                missing += 1
+                failures += 1
+                self._log.warning("stream not found", stream=self.settings.stream, attempt=missing)
+                if missing >= STREAM_MISSING_PASSES:
+                    raise StreamGoneError(
+                        f"Kinesis stream {self.settings.stream} does not exist any more "
+                        f"({missing} shard listings in a row found none)"
+                    ) from exc
             except TRANSIENT as exc:
                 failures += 1
                 self._log.warning("shard sync failed", error=repr(exc)[:500])
@@ -250,6 +327,7 @@ class Worker:
         if key in self.shard_tasks or self._stopping.is_set():
             return
         self._lost.discard(key)
+        self.progress[key] = ShardProgress()
         task = asyncio.create_task(self._own_shard(key), name=f"shard:{key}")
         self.shard_tasks[key] = task
         task.add_done_callback(self._shard_done)
@@ -258,6 +336,7 @@ class Worker:
         key = self._key_of(task)
         if self.shard_tasks.get(key) is task:
             del self.shard_tasks[key]
+            self.progress.pop(key, None)
         if key in self._lost:
             self.coordinator.forget(key)
         if not task.cancelled() and task.exception() is not None:
@@ -286,7 +365,8 @@ class Worker:
         """Run the shard's consumer; restart it from the checkpoint if the processor fails."""
         # Every log line of this task, the reader's included, names the shard and worker.
         structlog.contextvars.bind_contextvars(shard_id=key, worker_id=self.worker_id)
-        failures = 0
+        progress = self.progress.setdefault(key, ShardProgress())
+        why = "shutdown"
         while True:
             held = self.coordinator.held.get(key)
             if held is None or held.lost:
@@ -305,8 +385,9 @@ class Worker:
                     limit=self.settings.max_records_per_call,
                     idle_seconds=self.settings.poll_idle_seconds,
                     metrics=self.metrics,
+                    progress=progress,
                 )
-                if self._stopping.is_set() or held.handoff_to:
+                if self._stopping.is_set() or held.handoff_to or self.unfit is not None:
                     consumer.request_stop()
                 self.consumers[key] = consumer
                 outcome = await consumer.run()
@@ -318,20 +399,26 @@ class Worker:
                 outcome = Outcome.LOST
                 _uncancel()
             except Exception as exc:
-                failures += 1
-                delay = backoff(failures, base=1.0, cap=30.0) + 0.5
+                progress.failed(exc)
+                self.metrics.shard_restarts.labels(key).inc()
+                delay = backoff(progress.failures, base=1.0, cap=30.0) + 0.5
                 self._log.error(
                     "shard failed; restarting it from its checkpoint",
                     shard_id=key,
                     error=repr(exc)[:1000],
-                    attempt=failures,
+                    attempt=progress.failures,
                     delay=round(delay, 2),
-                    exc_info=exc,
+                    # The traceback once per run of failures, not on every retry.
+                    exc_info=exc if progress.failures == 1 else None,
                 )
-                if not self._stopping.is_set():
-                    await asyncio.sleep(delay)
-                if not self._stopping.is_set() and key not in self._lost:
+                if progress.failures >= self.settings.landing_failures:
+                    await self._check_fitness()
+                if self.unfit is None and not self._stopping.is_set():
+                    await _wait_any((self._stopping, self._give_back), delay)
+                if self.unfit is None and not self._stopping.is_set() and key not in self._lost:
                     continue
+                if self.unfit is not None:
+                    why = "unfit"
                 outcome = Outcome.STOPPED
             finally:
                 if consumer is not None and self.consumers.get(key) is consumer:
@@ -340,9 +427,73 @@ class Worker:
         if outcome is Outcome.LOST or key in self._lost:
             self.coordinator.forget(key)
             return
-        await self.coordinator.give_up(key, "shard_end" if outcome is Outcome.ENDED else "shutdown")
+        if outcome is Outcome.STOPPED and self.unfit is not None:
+            why = "unfit"
+        await self.coordinator.give_up(key, "shard_end" if outcome is Outcome.ENDED else why)
         if outcome is Outcome.ENDED:
             self._sync_now.set()
+
+    # -- landing health ------------------------------------------------------------------
+
+    async def _check_fitness(self) -> None:
+        """A shard keeps failing: is it the shard, or can this worker not land at all?"""
+        if self.probe is None or self.unfit is not None:
+            return
+        try:
+            await asyncio.wait_for(self.probe(), PROBE_TIMEOUT)
+        except Exception as exc:
+            self._become_unfit(f"{type(exc).__name__}: {exc}"[:500])
+        else:
+            self._log.warning(
+                "shard keeps failing but the probe passes: retrying it here",
+                shard_id=structlog.contextvars.get_contextvars().get("shard_id"),
+            )
+
+    def _become_unfit(self, reason: str) -> None:
+        self.unfit = reason
+        self.metrics.landing_healthy.set(0)
+        self._log.error(
+            "this worker cannot land: giving every shard back and taking none until a probe passes",
+            reason=reason,
+            shards=sorted(self.coordinator.held),
+        )
+        self._give_back.set()
+        for consumer in list(self.consumers.values()):
+            consumer.request_stop()
+        if self._probing is None or self._probing.done():
+            self._probing = asyncio.create_task(self._probe_until_fit(), name="probe")
+
+    async def _probe_until_fit(self) -> None:
+        assert self.probe is not None
+        attempt = 0
+        while self.unfit is not None and not self._stopping.is_set():
+            attempt += 1
+            await _wait_any((self._stopping,), backoff(attempt, base=1.0, cap=30.0) + 1.0)
+            if self._stopping.is_set():
+                return
+            try:
+                await asyncio.wait_for(self.probe(), PROBE_TIMEOUT)
+            except Exception as exc:
+                self.unfit = f"{type(exc).__name__}: {exc}"[:500]
+                self._log.warning("probe failed; still not taking shards", reason=self.unfit)
+                continue
+            self.unfit = None
+            self._give_back.clear()
+            self.metrics.landing_healthy.set(1)
+            self._log.info("probe passed: this worker can land again and takes shards")
+
+
+async def _wait_any(events: tuple[asyncio.Event, ...], seconds: float) -> None:
+    """Sleep ``seconds``, or less if any of ``events`` is (or becomes) set."""
+    if any(event.is_set() for event in events):
+        return
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
 
 
 def _uncancel() -> None:

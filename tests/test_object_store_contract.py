@@ -114,3 +114,51 @@ def test_archive_uris() -> None:
     for bad in ("s3://", "file://relative", "http://x/y", "/data"):
         with pytest.raises(ValueError, match="archive must be"):
             ArchiveUri.parse(bad)
+
+
+async def test_probe_passes_twice_and_leaves_one_reserved_object(store: ObjectStore) -> None:
+    """The archive probe creates the reserved object, passes again on a second run (a
+    replay), and leaves nothing under ``stream=`` for readers."""
+    from consumer.landing.objects import PROBE_KEY, probe
+
+    await probe(store, "landed")
+    await probe(store, "landed")
+    assert await store.list_keys("landed/") == [f"landed/{PROBE_KEY}"]
+
+
+async def test_probe_fails_where_conditional_writes_are_ignored() -> None:
+    """An archive that creates an object twice (ignoring If-None-Match, as s3rver
+    does) fails the probe with a non-retriable error that says why."""
+    from consumer.landing.objects import ObjectStoreError, probe
+
+    class Ignoring(MemoryObjectStore):
+        async def put_if_absent(self, key: str, body: bytes, metadata: Any) -> PutOutcome:
+            self.objects[key] = body
+            return PutOutcome.CREATED
+
+    with pytest.raises(ObjectStoreError, match="If-None-Match") as caught:
+        await probe(Ignoring(), "p")
+    assert not caught.value.retriable
+
+
+async def test_unwritable_folder_is_a_non_retriable_store_error(tmp_path: Path) -> None:
+    """A file archive under a path that cannot be a folder fails with an
+    ObjectStoreError naming the archive, not a bare OSError (works as root too)."""
+    from consumer.landing.objects import ObjectStoreError, probe
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the archive's folder should be")
+    with pytest.raises(ObjectStoreError, match="not-a-folder") as caught:
+        await probe(FileObjectStore(blocker / "archive"), "")
+    assert not caught.value.retriable
+
+
+async def test_missing_bucket_is_a_non_retriable_store_error(aws_clients: Any) -> None:
+    """A bucket that does not exist fails the probe at once (NoSuchBucket is not
+    retried), with the error code in the message."""
+    from consumer.landing.objects import ObjectStoreError, probe
+
+    missing = S3ObjectStore(aws_clients.s3, f"missing-{uuid.uuid4().hex[:12]}")
+    with pytest.raises(ObjectStoreError, match="NoSuchBucket") as caught:
+        await probe(missing, "landed")
+    assert not caught.value.retriable

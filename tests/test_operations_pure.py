@@ -68,8 +68,9 @@ def test_status_renders_a_table_and_json() -> None:
         "LEASE",
         "AGE",
         "LAG",
+        "WAITING",
     ]
-    assert "s-1    owned  w1     TRIM_HORIZON  2.0s       90.0s" in table
+    assert "s-1    owned  w1     TRIM_HORIZON  2.0s       90.0s  -" in table
     assert "1 shards (1 owned); 1 workers own leases" in table
     document = json.loads(render_json(rows, "orders", "orders-leases", NOW))
     assert document["shards"][0]["owner"] == "w1"
@@ -172,3 +173,30 @@ def test_counts_by_kind_in_a_plan() -> None:
     puts = [put for batch in _drain(spec) for put in batch]
     kinds = Counter("bad" if p.event_id is None else "retry" if p.retry else "event" for p in puts)
     assert kinds == {"event": 100, "retry": 100, "bad": 3}
+
+
+def test_status_shows_a_stalled_shard_with_its_last_error() -> None:
+    """An owned shard whose owner reports records waiting with a still checkpoint for
+    the stall time shows as stalled, with the waiting records and the last error; one
+    below the stall time, or with nothing waiting, stays owned."""
+    from consumer.leases.model import ShardReport
+
+    def report(pending: int, waited_ms: int, error: str | None = None) -> ShardReport:
+        return ShardReport(pending, waited_ms, failures=4 if error else 0, last_error=error)
+
+    leases = [
+        _lease("s-1", owner="w1", updated_ms=NOW - 500).evolve(
+            report=report(1159, 301_000, "ObjectStoreError: S3 NoSuchBucket")
+        ),
+        _lease("s-2", owner="w1", updated_ms=NOW - 500).evolve(report=report(10, 299_000)),
+        _lease("s-3", owner="w1", updated_ms=NOW - 500).evolve(report=report(0, 0)),
+    ]
+    shards = [Shard("s-1"), Shard("s-2"), Shard("s-3")]
+    rows = {r.shard: r for r in shard_rows(leases, shards, now_ms=NOW, failover_seconds=10)}
+    assert [rows[k].state for k in ("s-1", "s-2", "s-3")] == ["stalled", "owned", "owned"]
+    assert rows["s-1"].pending == 1159
+    table = render_table(list(rows.values()), "orders", "orders-leases")
+    assert "s-1: stalled, 1,159 records waiting for 5.0min, 4 failures" in table
+    assert "last error: ObjectStoreError: S3 NoSuchBucket" in table
+    document = json.loads(render_json(list(rows.values()), "orders", "orders-leases", NOW))
+    assert document["shards"][0]["last_error"] == "ObjectStoreError: S3 NoSuchBucket"

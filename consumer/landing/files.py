@@ -8,14 +8,17 @@ whole file or none, and nothing is ever overwritten. Blocking calls run in a thr
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from consumer.landing.objects import PutOutcome, sha256
+from consumer.landing.objects import ObjectStoreError, PutOutcome, sha256
 
 _TEMP = ".tmp-"
+# Errors a moment later may not repeat (a busy or interrupted call, a network mount).
+_RETRIABLE = {errno.EINTR, errno.EAGAIN, errno.EBUSY, errno.ETIMEDOUT, errno.EIO}
 
 
 class FileObjectStore:
@@ -32,7 +35,17 @@ class FileObjectStore:
 
     async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
         """Write whole-or-nothing, never over an existing file."""
-        return await asyncio.to_thread(self._put, key, body)
+        try:
+            return await asyncio.to_thread(self._put, key, body)
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def _error(self, exc: OSError) -> ObjectStoreError:
+        reason = exc.strerror or type(exc).__name__
+        where = exc.filename or self.root
+        return ObjectStoreError(
+            f"file archive {self.root}: {reason}: {where}", retriable=exc.errno in _RETRIABLE
+        )
 
     def _put(self, key: str, body: bytes) -> PutOutcome:
         final = self._path(key)
@@ -55,7 +68,10 @@ class FileObjectStore:
 
     async def list_keys(self, prefix: str) -> list[str]:
         """Files under the prefix (temporary files excluded), as sorted keys."""
-        return await asyncio.to_thread(self._list, prefix)
+        try:
+            return await asyncio.to_thread(self._list, prefix)
+        except OSError as exc:
+            raise self._error(exc) from exc
 
     def _list(self, prefix: str) -> list[str]:
         base = self._path(prefix) if prefix else self.root
@@ -78,6 +94,8 @@ class FileObjectStore:
             return await asyncio.to_thread(self._path(key).read_bytes)
         except FileNotFoundError:
             raise KeyError(key) from None
+        except OSError as exc:
+            raise self._error(exc) from exc
 
 
 def _fsync_dir(folder: Path) -> None:

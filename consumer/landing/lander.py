@@ -23,13 +23,14 @@ from consumer.landing.archive import open_archive
 from consumer.landing.batcher import Batcher, LandedRun, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.keys import bound, dead_letter_key, object_key
-from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome
+from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.landing.reconcile import Reconciler
 from consumer.leases.model import LeaseLostError
 from consumer.metrics import LanderMetrics
 from consumer.processor import (
     Checkpointer,
     InitializationInput,
+    Probe,
     ProcessorFactory,
     ProcessRecordsInput,
     WorkerContext,
@@ -91,6 +92,16 @@ class Lander:
         """One archive connection and one set of metrics for every shard of a worker."""
         store, prefix = cls.archive(context)
         return lambda: cls(context.settings, store, prefix, context.metrics)
+
+    @classmethod
+    def probe_for_worker(cls, context: WorkerContext) -> Probe:
+        """The archive probe: create (or find) the reserved probe object."""
+        store, prefix = cls.archive(context)
+
+        async def check() -> None:
+            await probe(store, prefix)
+
+        return check
 
     @classmethod
     def archive(cls, context: WorkerContext) -> tuple[ObjectStore, str]:
@@ -210,6 +221,7 @@ class Lander:
             try:
                 return await self.store.put_if_absent(key, body, metadata)
             except ObjectStoreError as exc:
+                self.metrics.landing_failures.labels(self.shard_id, _error_kind(exc)).inc()
                 if not exc.retriable or attempt == PUT_ATTEMPTS:
                     raise
                 delay = backoff(attempt, base=0.2, cap=10.0)
@@ -248,3 +260,11 @@ class Lander:
 def _gzip(data: bytes, level: int) -> bytes:
     compressor = gzip_stream(level)
     return compressor.compress(data) + compressor.flush()
+
+
+def _error_kind(exc: ObjectStoreError) -> str:
+    """A short, bounded label for an archive error: the S3 code or the failure's kind."""
+    text = str(exc)
+    if text.startswith("S3 "):
+        return text[3:].split(":", 1)[0][:40]
+    return "file" if text.startswith("file archive") else "other"

@@ -43,9 +43,41 @@ class ObjectStore(Protocol):
 
 
 class ObjectStoreError(Exception):
-    """A put or list failed in a way retrying might fix."""
+    """A put, list or read of the archive failed.
 
-    retriable = True
+    ``retriable`` says whether trying again soon might help (a 5xx, a throttle, a
+    reset connection) or not (a missing bucket, access denied, a read-only folder).
+    """
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+PROBE_KEY = "_lander/probe.json"
+"""The archive's reserved key: every worker creates it (or finds it) at start and
+whenever it checks whether it can land again. Readers of ``stream=…`` never see it."""
+_PROBE_BODY = b'{"written_by": "kinesis-lander", "purpose": "archive write probe"}\n'
+
+
+async def probe(store: ObjectStore, prefix: str) -> None:
+    """Prove the archive takes conditional writes from this worker.
+
+    Creates the reserved probe object (or finds it there: a replay), then puts it again
+    and expects a replay: an endpoint that creates the object twice ignores
+    ``If-None-Match`` and would break exactly-once, so it fails the probe too. Raises
+    :class:`ObjectStoreError` (or the backend's own error) when the archive cannot be
+    written. The object is left in place, so workers need no delete permission.
+    """
+    key = f"{prefix.rstrip('/')}/{PROBE_KEY}" if prefix else PROBE_KEY
+    await store.put_if_absent(key, _PROBE_BODY, {"purpose": "probe"})
+    again = await store.put_if_absent(key, _PROBE_BODY, {"purpose": "probe"})
+    if again is not PutOutcome.REPLAYED:
+        raise ObjectStoreError(
+            f"the archive does not honour conditional writes (a second put of {key} gave "
+            f"{again}); exactly-once landing needs If-None-Match",
+            retriable=False,
+        )
 
 
 def sha256(body: bytes) -> str:

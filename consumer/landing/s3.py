@@ -131,7 +131,8 @@ class S3ObjectStore:
 
 
 def _wrap(exc: BaseException) -> Exception:
-    error = ObjectStoreError(f"S3 {error_code(exc) or type(exc).__name__}: {str(exc)[:300]}")
     status = http_status(exc)
-    error.retriable = status == 0 or status >= 500 or error_code(exc) in {"SlowDown", "Throttling"}
-    return error
+    retriable = status == 0 or status >= 500 or error_code(exc) in {"SlowDown", "Throttling"}
+    return ObjectStoreError(
+        f"S3 {error_code(exc) or type(exc).__name__}: {str(exc)[:300]}", retriable=retriable
+    )

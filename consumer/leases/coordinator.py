@@ -27,7 +27,7 @@ from consumer.leases.decisions import (
     plan_acquisitions,
     ready_keys,
 )
-from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.model import Lease, LeaseLostError, ShardReport
 from consumer.leases.store import LeaseStore, TableMissingError
 from consumer.sequence import Checkpoint
 
@@ -74,6 +74,8 @@ class LeaseCoordinator:
         self.metrics = metrics
         self.lag_ms: dict[str, int] = {}
         """The last MillisBehindLatest per held shard, reported with each heartbeat."""
+        self.reports: dict[str, ShardReport] = {}
+        """How each held shard's processing goes, reported with each heartbeat."""
         self.worker_id = worker_id
         self.failover = failover
         self.renew_interval = renew_interval
@@ -115,9 +117,23 @@ class LeaseCoordinator:
         times = [self.seen[key].since + self.failover for key in self._owned_elsewhere]
         return min(times) if times else None
 
-    async def lease_pass(self) -> PassResult:
-        """One pass: scan, notice hand-off requests, take and steal as planned."""
+    async def lease_pass(self, *, acquire: bool = True) -> PassResult:
+        """One pass: scan, notice hand-off requests, take and steal as planned.
+
+        With ``acquire`` false (a worker that cannot land) it takes and asks for
+        nothing, and passes on at once any lease that names it as owner without its
+        holding it (a hand-off it had asked for arriving late).
+        """
         leases = await self.scan()
+        if not acquire:
+            for lease in leases:
+                if lease.owner == self.worker_id and lease.key not in self.held:
+                    try:
+                        await self.store.release(lease)
+                    except LeaseLostError:
+                        continue
+                    self._log.info("lease passed on: this worker cannot land", shard_id=lease.key)
+            return PassResult()
         handoffs = tuple(
             lease.key
             for lease in leases
@@ -208,7 +224,9 @@ class LeaseCoordinator:
             self._check(held)
             started = self.clock()
             try:
-                held.lease = await self.store.renew(held.lease, self.lag_ms.get(key))
+                held.lease = await self.store.renew(
+                    held.lease, self.lag_ms.get(key), self.reports.get(key)
+                )
             except LeaseLostError as exc:
                 self._mark_lost(key, exc.reason)
                 raise
@@ -272,6 +290,7 @@ class LeaseCoordinator:
         """Drop a lease from what this worker holds (after it was lost or given up)."""
         self.held.pop(key, None)
         self.lag_ms.pop(key, None)
+        self.reports.pop(key, None)
         if self.metrics is not None:
             self.metrics.forget_shard(key)
 

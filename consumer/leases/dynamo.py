@@ -6,6 +6,11 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
     checkpoint (S)  checkpointSubSequenceNumber (N)  ownerSwitchesSinceCheckpoint (N)
     parentShardId (SS)  handoffTo (S, the lander's graceful-steal request)
     lastUpdateMs (N)  millisBehindLatest (N)   (informational, for `lander status`)
+    pendingRecords (N)  checkpointAgeMs (N)  shardFailures (N)  lastError (S)
+                                               (the owner's report, informational)
+
+Items keyed ``lander-worker:<worker id>`` are worker-id claims (one live process per
+worker id), held with the same conditional writes; :meth:`list_leases` leaves them out.
 
 The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write it.
 """
@@ -19,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from consumer.aws import error_code
-from consumer.leases.model import Lease, LeaseLostError, wall_ms
+from consumer.leases.model import WORKER_KEY_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
 from consumer.leases.store import TableMissingError
 from consumer.sequence import Checkpoint, checkpoint_from_item, checkpoint_to_item
 
@@ -28,6 +33,8 @@ if TYPE_CHECKING:
 
 Item = Mapping[str, Any]
 
+ERROR_CHARS = 200
+"""A reported error is cut to this many characters (the item stays small)."""
 _OWNED = "leaseCounter = :counter AND leaseOwner = :owner"
 _UNOWNED = "leaseCounter = :counter AND (attribute_not_exists(leaseOwner) OR leaseOwner = :null)"
 
@@ -40,7 +47,18 @@ class DynamoLeaseStore:
         self._table = table
 
     async def ensure_table(self) -> None:
-        """Create the table if missing and wait until it is ACTIVE."""
+        """Create the table if missing and wait until it is ACTIVE.
+
+        Describes first, so a role that may use the table but not create tables works
+        against an existing one."""
+        try:
+            described = await self._client.describe_table(TableName=self._table)
+        except ClientError as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise
+        else:
+            if described["Table"].get("TableStatus") == "ACTIVE":
+                return
         try:
             await self._client.create_table(
                 TableName=self._table,
@@ -77,10 +95,27 @@ class DynamoLeaseStore:
                 if error_code(exc) == "ResourceNotFoundException":
                     raise TableMissingError(self._table) from None
                 raise
-            leases.extend(lease_from_item(item) for item in page.get("Items", []))
+            leases.extend(
+                lease_from_item(item)
+                for item in page.get("Items", [])
+                if not item["leaseKey"]["S"].startswith(WORKER_KEY_PREFIX)
+            )
             start = dict(page.get("LastEvaluatedKey") or {})
             if not start:
                 return leases
+
+    async def get_lease(self, key: str) -> Lease | None:
+        """GetItem, strongly consistent."""
+        try:
+            response = await self._client.get_item(
+                TableName=self._table, Key={"leaseKey": {"S": key}}, ConsistentRead=True
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                raise TableMissingError(self._table) from None
+            raise
+        item = response.get("Item")
+        return None if item is None else lease_from_item(item)
 
     async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
         """Put an unowned lease unless one exists."""
@@ -118,15 +153,31 @@ class DynamoLeaseStore:
             owned=lease.owner is not None,
         )
 
-    async def renew(self, lease: Lease, lag_ms: int | None = None) -> Lease:
+    async def renew(
+        self, lease: Lease, lag_ms: int | None = None, report: ShardReport | None = None
+    ) -> Lease:
         """Counter + 1, returning the item as it now is (hand-off requests included)."""
-        if lag_ms is None:
-            return await self._update(lease, "SET leaseCounter = :next", {})
-        return await self._update(
-            lease,
-            "SET leaseCounter = :next, millisBehindLatest = :lag",
-            {":lag": {"N": str(lag_ms)}},
-        )
+        sets = ["leaseCounter = :next"]
+        values: dict[str, Any] = {}
+        removes = ""
+        if lag_ms is not None:
+            sets.append("millisBehindLatest = :lag")
+            values[":lag"] = {"N": str(lag_ms)}
+        if report is not None:
+            sets += [
+                "pendingRecords = :pending",
+                "checkpointAgeMs = :age",
+                "shardFailures = :failures",
+            ]
+            values[":pending"] = {"N": str(report.pending)}
+            values[":age"] = {"N": str(report.checkpoint_age_ms)}
+            values[":failures"] = {"N": str(report.failures)}
+            if report.last_error:
+                sets.append("lastError = :error")
+                values[":error"] = {"S": report.last_error[:ERROR_CHARS]}
+            else:
+                removes = " REMOVE lastError"
+        return await self._update(lease, "SET " + ", ".join(sets) + removes, values)
 
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
         """Record progress, fenced."""
@@ -227,6 +278,18 @@ def lease_from_item(item: Item) -> Lease:
         handoff_to=item.get("handoffTo", {}).get("S"),
         updated_ms=_optional_int(item, "lastUpdateMs"),
         lag_ms=_optional_int(item, "millisBehindLatest"),
+        report=_report(item),
+    )
+
+
+def _report(item: Item) -> ShardReport | None:
+    if "pendingRecords" not in item:
+        return None
+    return ShardReport(
+        pending=_optional_int(item, "pendingRecords") or 0,
+        checkpoint_age_ms=_optional_int(item, "checkpointAgeMs") or 0,
+        failures=_optional_int(item, "shardFailures") or 0,
+        last_error=item.get("lastError", {}).get("S"),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from consumer.leases.model import Lease, LeaseLostError, wall_ms
+from consumer.leases.model import WORKER_KEY_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
 from consumer.leases.store import TableMissingError
 from consumer.sequence import Checkpoint
 
@@ -47,8 +47,12 @@ class MemoryLeaseStore:
             self.leases = {}
 
     async def list_leases(self) -> list[Lease]:
-        """All leases."""
-        return list(self._table().values())
+        """All shard leases."""
+        return [lease for key, lease in self._table().items() if not _is_worker_key(key)]
+
+    async def get_lease(self, key: str) -> Lease | None:
+        """One item, or None."""
+        return self._table().get(key)
 
     async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
         """Create an unowned lease unless one exists."""
@@ -72,13 +76,16 @@ class MemoryLeaseStore:
         table[lease.key] = taken
         return taken
 
-    async def renew(self, lease: Lease, lag_ms: int | None = None) -> Lease:
-        """Counter + 1 if still ours."""
+    async def renew(
+        self, lease: Lease, lag_ms: int | None = None, report: ShardReport | None = None
+    ) -> Lease:
+        """Counter + 1 if still ours, with the owner's lag and report."""
         table = self._fenced(lease)
         current = table[lease.key]
         renewed = current.evolve(
             counter=lease.counter + 1,
             lag_ms=current.lag_ms if lag_ms is None else lag_ms,
+            report=current.report if report is None else report,
             updated_ms=wall_ms(),
         )
         table[lease.key] = renewed
@@ -126,3 +133,7 @@ class MemoryLeaseStore:
     async def delete_lease(self, key: str) -> None:
         """Remove a lease."""
         self._table().pop(key, None)
+
+
+def _is_worker_key(key: str) -> bool:
+    return key.startswith(WORKER_KEY_PREFIX)

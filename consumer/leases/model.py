@@ -32,6 +32,8 @@ class Lease:
     never reads it (workers judge expiry by counters on their own monotonic clocks)."""
     lag_ms: int | None = field(default=None, compare=False)
     """MillisBehindLatest the owner last reported with a heartbeat (informational)."""
+    report: ShardReport | None = field(default=None, compare=False)
+    """How the owner's processing went, as of its last heartbeat (informational)."""
 
     @property
     def finished(self) -> bool:
@@ -41,6 +43,29 @@ class Lease:
     def evolve(self, **changes: object) -> Lease:
         """A copy with some fields changed (what a successful write produced)."""
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardReport:
+    """What an owner says about a shard with each heartbeat, for people and alerts.
+
+    Durations, never timestamps: the owner measures them on its own monotonic clock,
+    so no clock is compared across machines. No lease decision reads them.
+    """
+
+    pending: int = 0
+    """Records delivered to the processor and not yet covered by a checkpoint."""
+    checkpoint_age_ms: int = 0
+    """How long the checkpoint has not moved while records waited (0: none waits)."""
+    failures: int = 0
+    """Processor failures since the checkpoint last moved."""
+    last_error: str | None = None
+    """The latest of those failures, shortened."""
+
+
+WORKER_KEY_PREFIX = "lander-worker:"
+"""Lease-table items whose key starts with this are worker-id claims, not shard
+leases (see :mod:`consumer.leases.identity`); shard ids never start with it."""
 
 
 def wall_ms() -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Protocol
 
-from consumer.leases.model import Lease
+from consumer.leases.model import Lease, ShardReport
 from consumer.sequence import Checkpoint
 
 
@@ -25,7 +25,12 @@ class LeaseStore(Protocol):
         """Create the table if it is missing (idempotent, safe to race)."""
 
     async def list_leases(self) -> list[Lease]:
-        """Every lease, strongly consistent. Raises :class:`TableMissingError`."""
+        """Every shard lease, strongly consistent (worker-id claims, whose keys start
+        with ``WORKER_KEY_PREFIX``, are left out). Raises :class:`TableMissingError`."""
+
+    async def get_lease(self, key: str) -> Lease | None:
+        """One item by key, strongly consistent; None if it does not exist. Raises
+        :class:`TableMissingError`."""
 
     async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
         """Create an unowned lease unless one exists; True if this call created it."""
@@ -33,9 +38,11 @@ class LeaseStore(Protocol):
     async def take(self, lease: Lease, owner: str) -> Lease:
         """Become the owner, if the lease is still as observed (counter and owner)."""
 
-    async def renew(self, lease: Lease, lag_ms: int | None = None) -> Lease:
-        """Heartbeat: counter + 1, recording the owner's lag if known. The returned
-        lease shows any hand-off request."""
+    async def renew(
+        self, lease: Lease, lag_ms: int | None = None, report: ShardReport | None = None
+    ) -> Lease:
+        """Heartbeat: counter + 1, recording the owner's lag and report where given.
+        The returned lease shows any hand-off request."""
 
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
         """Record progress, fenced by counter and owner; counter + 1."""

@@ -219,10 +219,14 @@ class Cluster:
         )
 
     def archive_keys(self) -> list[str]:
-        """Every object key in the archive bucket."""
+        """Every landed object's key (data and dead letters; not the reserved probe)."""
         keys: list[str] = []
         for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
-            keys.extend(item["Key"] for item in page.get("Contents", []))
+            keys.extend(
+                item["Key"]
+                for item in page.get("Contents", [])
+                if item["Key"].endswith(".jsonl.gz")
+            )
         return keys
 
     def archive_lines(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -268,6 +272,8 @@ class Cluster:
                 "checkpoint": item.get("checkpoint", {}).get("S"),
             }
             for item in items
+            # Worker-id claims share the table; they are not shard leases.
+            if not item["leaseKey"]["S"].startswith("lander-worker:")
         }
 
     def owners(self) -> Counter[str]:

@@ -1,0 +1,167 @@
+"""Start-up checks of ``lander run``: everything a worker depends on answers, before it
+joins the fleet.
+
+A worker that starts against a stream that does not exist, a lease table it cannot
+reach or an archive it cannot write would otherwise join, take shards and stall them.
+Each check either passes or raises :class:`PreflightError` with one line that names
+the service, the resource and the endpoint; no traceback reaches the operator.
+
+- Kinesis: the stream is listed, and a LATEST iterator of an open shard is read once
+  (proves ListShards, GetShardIterator and GetRecords).
+- DynamoDB: the lease table exists (created when ``LANDER_LEASE_TABLE_CREATE`` allows)
+  and can be scanned.
+- The processor's probe (the lander's: a conditional put of the archive's reserved
+  probe object, and a second put that must be refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
+from consumer.aws import error_code
+from consumer.leases.store import LeaseStore, TableMissingError
+from consumer.processor import Probe
+from consumer.sequence import Sentinel
+from consumer.stream import (
+    StartAt,
+    StreamClient,
+    StreamError,
+    StreamNotFoundError,
+    TransientStreamError,
+)
+
+CHECK_SECONDS = 30.0
+"""Each check gives up after this long (botocore's own retries included)."""
+
+T = TypeVar("T")
+
+
+class PreflightError(Exception):
+    """A start-up check failed; the message is the one line to print."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the checks talk to, for the messages."""
+
+    stream: str
+    kinesis_endpoint: str
+    lease_table: str
+    dynamodb_endpoint: str
+    archive: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """What the checks found, for one line on success."""
+
+    shards: int
+    leases: int
+
+
+async def preflight(
+    target: Target,
+    stream: StreamClient,
+    store: LeaseStore,
+    probe: Probe | None,
+    *,
+    create_table: bool,
+) -> Passed:
+    """Run every check in order; raise PreflightError at the first failure."""
+    shards = await _check_stream(target, stream)
+    leases = await _check_table(target, store, create_table)
+    if probe is not None:
+        await _check_probe(target, probe)
+    return Passed(shards=shards, leases=leases)
+
+
+async def _check_stream(target: Target, stream: StreamClient) -> int:
+    where = f"Kinesis at {target.kinesis_endpoint}"
+    try:
+        shards = await _bounded(stream.list_shards(), where)
+        open_shards = [shard for shard in shards if not shard.closed]
+        if open_shards:
+            iterator = await _bounded(
+                stream.get_iterator(open_shards[0].shard_id, StartAt(Sentinel.LATEST)), where
+            )
+            await _bounded(stream.get_records(iterator, 1), where)
+    except StreamNotFoundError:
+        raise PreflightError(
+            f"Kinesis stream {target.stream} does not exist ({where}); check LANDER_STREAM, "
+            "AWS_REGION and the endpoint"
+        ) from None
+    except TransientStreamError as exc:
+        raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
+    except StreamError as exc:
+        raise PreflightError(
+            f"Kinesis stream {target.stream} is not readable ({where}): {_cause(exc)}"
+        ) from None
+    except (BotoCoreError, ClientError, OSError) as exc:
+        raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
+    return len(shards)
+
+
+async def _check_table(target: Target, store: LeaseStore, create_table: bool) -> int:
+    where = f"DynamoDB at {target.dynamodb_endpoint}"
+    try:
+        if create_table:
+            await _bounded(store.ensure_table(), where)
+        leases = await _bounded(store.list_leases(), where)
+    except TableMissingError:
+        raise PreflightError(
+            f"lease table {target.lease_table} does not exist ({where}) and "
+            "LANDER_LEASE_TABLE_CREATE is false: create it, or allow the worker to"
+        ) from None
+    except ClientError as exc:
+        raise PreflightError(
+            f"lease table {target.lease_table} is not usable ({where}): {_cause(exc)}"
+        ) from None
+    except (BotoCoreError, OSError) as exc:
+        raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
+    return len(leases)
+
+
+async def _check_probe(target: Target, probe: Probe) -> None:
+    try:
+        await _bounded(probe(), f"the archive {target.archive}")
+    except PreflightError:
+        raise
+    except Exception as exc:
+        raise PreflightError(
+            f"cannot land in the archive {target.archive}: {_cause(exc)}"
+        ) from None
+
+
+async def _bounded(call: Awaitable[T], where: str) -> T:
+    try:
+        return await asyncio.wait_for(call, CHECK_SECONDS)
+    except TimeoutError:
+        raise PreflightError(f"no answer from {where} within {CHECK_SECONDS:.0f} s") from None
+
+
+def _cause(exc: BaseException) -> str:
+    """The reason in a few words: the AWS error code or the connection failure."""
+    root: BaseException = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    if isinstance(root, NoCredentialsError):
+        return "no AWS credentials found (environment, profile or instance role)"
+    if isinstance(root, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
+        return f"{type(root).__name__}: {root}"
+    code = error_code(root)
+    if code:
+        message = str(root.response.get("Error", {}).get("Message", ""))  # type: ignore[attr-defined]
+        return f"{code}: {message}"[:300] if message else code
+    return f"{type(root).__name__}: {str(root)[:300]}" if str(root) else type(root).__name__
