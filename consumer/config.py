@@ -13,6 +13,7 @@ import functools
 import importlib
 import os
 import re
+import secrets
 import socket
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -50,8 +51,10 @@ PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
 
 
 def default_worker_id() -> str:
-    """Hostname and pid: unique per process, readable in ``lander status``."""
-    return f"{socket.gethostname()}-{os.getpid()}"
+    """Hostname, pid and a random suffix: unique per process start, readable in
+    ``lander status``. Hostname and pid alone repeat across containers with host
+    networking (pid 1 in each), as KCL's UUIDs do not."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 class Settings(BaseSettings):
@@ -67,7 +70,8 @@ class Settings(BaseSettings):
     )
     worker_id: str = Field(
         default_factory=default_worker_id,
-        description="This worker's name in the lease table (default: hostname-pid).",
+        description="This worker's name in the lease table, one live process per id "
+        "(default: hostname-pid-random).",
     )
     initial_position: str = Field(
         default="TRIM_HORIZON",

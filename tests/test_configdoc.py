@@ -102,7 +102,7 @@ def test_a_default_factory_is_described_not_called() -> None:
     """hostname-pid and yesterday, never this machine's name or today's date."""
     text = configdoc.render()
     worker_id = _row(text, "LANDER_WORKER_ID", "Worker")
-    assert "hostname-pid (computed at start)" in worker_id
+    assert "hostname-pid-random (computed at start)" in worker_id
     assert default_worker_id() not in worker_id
     window = _row(text, "LANDER_WINDOW", "Spark jobs")
     assert "yesterday (computed at start)" in window
