@@ -35,7 +35,7 @@ from consumer.emulators import LocalStack
 from consumer.produce import Place, Produced, Producer, ProduceSpec
 from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
 
-EVENTS = ("kill", "freeze", "term", "join", "split", "merge", "delete_leases")
+EVENTS = ("kill", "freeze", "term", "join", "split", "merge", "delete_leases", "misconfigured")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,9 @@ class Outcome:
     producer_removed: int = 0
     transport_removed: int = 0
     worker_exits: dict[str, int | None] = field(default_factory=dict)
+    misconfigured_exits: dict[str, int | None] = field(default_factory=dict)
+    """Workers that joined with a broken archive: 0 (gave back, stopped cleanly) or 3
+    (refused at start)."""
     seconds: float = 0.0
 
     @property
@@ -114,6 +117,7 @@ class Outcome:
             and self.dead_letters == self.dead_expected
             and self.lost_ids == 0
             and self.compacted_rows == self.compacted_ids == produced.events
+            and all(code in (0, 3) for code in self.misconfigured_exits.values())
         )
 
     def report(self) -> str:
@@ -138,7 +142,7 @@ class Outcome:
                 f"{svc}: " + ", ".join(f"{k} {v:,}" for k, v in sorted(c.items()))
                 for svc, c in sorted(self.faults.items())
             ),
-            f"  worker exits  {self.worker_exits}",
+            f"  worker exits  {self.worker_exits}; misconfigured {self.misconfigured_exits}",
         ]
         return "\n".join(lines)
 
@@ -155,6 +159,7 @@ class Chaos:
         self.outcome = Outcome(seed, profile.name)
         self.workers: dict[str, WorkerProcess] = {}
         self.retired: list[WorkerProcess] = []
+        self.misconfigured: list[WorkerProcess] = []
         self._next_worker = 1
         self.stream = f"chaos-{seed}"
         self.table = f"chaos-{seed}-leases"
@@ -188,7 +193,7 @@ class Chaos:
                         proxy.enabled = False  # let the graceful stops finish quickly
                     self._stop_workers()
                 finally:
-                    for worker in [*self.workers.values(), *self.retired]:
+                    for worker in [*self.workers.values(), *self.retired, *self.misconfigured]:
                         if worker.alive():
                             worker.stop(signal.SIGKILL, timeout=5)
                 self.outcome.faults = proxy_thread.counts()
@@ -363,7 +368,39 @@ class Chaos:
             return self._merge()
         if kind == "delete_leases":
             return self._delete_leases()
+        if kind == "misconfigured":
+            return self._misconfigured()
         raise AssertionError(kind)
+
+    def _misconfigured(self) -> str:
+        """A worker joins whose bucket is deleted right after its start-up checks: it
+        may take a shard, must fail to land it, give it back and take nothing more,
+        while the fleet lands everything exactly once. (With the faults on, its checks
+        may fail instead: then it is refused at start, exit 3.)"""
+        name = f"bad{len(self.misconfigured) + 1}"
+        bucket = f"{self.bucket}-{name}"
+        s3 = self.direct["s3"]
+        s3.create_bucket(Bucket=bucket)
+        env = {
+            **self.worker_env,
+            "LANDER_WORKER_ID": f"chaos-{name}",
+            "LANDER_ARCHIVE": f"s3://{bucket}/landed",
+        }
+        worker = WorkerProcess(name, env, self.workdir / "logs" / f"{name}.log")
+        self.misconfigured.append(worker)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and worker.alive():
+            if "start-up checks passed" in worker.log_path.read_text(errors="replace"):
+                break
+            time.sleep(0.05)
+        for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=item["Key"])
+        s3.delete_bucket(Bucket=bucket)
+        if not worker.alive():
+            code = worker.proc.returncode
+            self.outcome.misconfigured_exits[name] = code
+            return f"{name} (bucket deleted) refused at start, exit {code}"
+        return f"{name} joined; its bucket was deleted after its start-up checks"
 
     def _retire(self, name: str, signum: int) -> int | None:
         worker = self.workers.pop(name)
@@ -486,6 +523,11 @@ class Chaos:
         for name in list(self.workers):
             code = self._retire(name, signal.SIGTERM)
             self.say(f"{name} stopped (exit {code})")
+        for worker in self.misconfigured:
+            if worker.alive():
+                code = worker.stop(signal.SIGTERM, timeout=30)
+                self.outcome.misconfigured_exits[worker.name] = code
+                self.say(f"{worker.name} (misconfigured) stopped (exit {code})")
 
     def _download(self) -> Path:
         root = self.workdir / "archive"
