@@ -366,7 +366,6 @@ class Worker:
         # Every log line of this task, the reader's included, names the shard and worker.
         structlog.contextvars.bind_contextvars(shard_id=key, worker_id=self.worker_id)
         progress = self.progress.setdefault(key, ShardProgress())
-        why = "shutdown"
         while True:
             held = self.coordinator.held.get(key)
             if held is None or held.lost:
@@ -412,13 +411,11 @@ class Worker:
                     exc_info=exc if progress.failures == 1 else None,
                 )
                 if progress.failures >= self.settings.landing_failures:
-                    await self._check_fitness()
+                    await self._check_fitness(key)
                 if self.unfit is None and not self._stopping.is_set():
                     await _wait_any((self._stopping, self._give_back), delay)
                 if self.unfit is None and not self._stopping.is_set() and key not in self._lost:
                     continue
-                if self.unfit is not None:
-                    why = "unfit"
                 outcome = Outcome.STOPPED
             finally:
                 if consumer is not None and self.consumers.get(key) is consumer:
@@ -427,15 +424,14 @@ class Worker:
         if outcome is Outcome.LOST or key in self._lost:
             self.coordinator.forget(key)
             return
-        if outcome is Outcome.STOPPED and self.unfit is not None:
-            why = "unfit"
+        why = "shutdown" if self.unfit is None else "unfit"
         await self.coordinator.give_up(key, "shard_end" if outcome is Outcome.ENDED else why)
         if outcome is Outcome.ENDED:
             self._sync_now.set()
 
     # -- landing health ------------------------------------------------------------------
 
-    async def _check_fitness(self) -> None:
+    async def _check_fitness(self, key: str) -> None:
         """A shard keeps failing: is it the shard, or can this worker not land at all?"""
         if self.probe is None or self.unfit is not None:
             return
@@ -445,8 +441,7 @@ class Worker:
             self._become_unfit(f"{type(exc).__name__}: {exc}"[:500])
         else:
             self._log.warning(
-                "shard keeps failing but the probe passes: retrying it here",
-                shard_id=structlog.contextvars.get_contextvars().get("shard_id"),
+                "shard keeps failing but the probe passes: retrying it here", shard_id=key
             )
 
     def _become_unfit(self, reason: str) -> None:
