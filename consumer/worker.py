@@ -340,7 +340,11 @@ class Worker:
         if key in self._lost:
             self.coordinator.forget(key)
         if not task.cancelled() and task.exception() is not None:
+            # Never a lease renewed but not read: forget it, so this worker's next lease
+            # pass takes it again (the table still names it) and starts a new task.
             self._log.error("shard supervisor failed", shard_id=key, error=repr(task.exception()))
+            if key in self.coordinator.held and key not in self.shard_tasks:
+                self.coordinator.forget(key)
 
     @staticmethod
     def _key_of(task: asyncio.Task[None]) -> str:

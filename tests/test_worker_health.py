@@ -280,3 +280,28 @@ def test_shard_consumer_pending_follows_partial_checkpoints() -> None:
     assert consumer.progress.pending == 1
     consumer._checkpointed(Sentinel.SHARD_END)
     assert consumer.progress.pending == 0
+
+
+async def test_a_shard_task_that_dies_is_started_again_not_left_renewed() -> None:
+    """A shard supervisor that dies of a bug does not leave a lease renewed but never
+    read: the worker forgets it and its next lease pass starts the shard again."""
+    stream = MemoryStream(1)
+    for i in range(5):
+        stream.put(f'{{"i": {i}}}'.encode(), "k")
+    store, archive = MemoryLeaseStore(), MemoryObjectStore()
+    worker = _lander_worker(stream, store, archive, "w1")
+    original = worker._own_shard
+    starts: list[str] = []
+
+    async def flaky(key: str) -> None:
+        starts.append(key)
+        if len(starts) == 1:
+            raise RuntimeError("a bug in the shard supervisor")
+        await original(key)
+
+    worker._own_shard = flaky  # type: ignore[method-assign]
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(_landed_positions(archive)) == 5)
+    assert starts == ["shardId-000000000000"] * 2
+    worker.request_stop()
+    await asyncio.wait_for(task, 10)
