@@ -15,7 +15,7 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 # --------------------------------------------------------------------------------------
 # wheel: build the project's wheel once; the venv stages install from it, never from the
-# source tree, so an image holds exactly what `pip install kinesis-lander` would.
+# source tree, so an image holds exactly what installing that wheel would.
 FROM ${PYTHON_IMAGE} AS wheel
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \

@@ -10,7 +10,7 @@ producer re-sends, KPL aggregates) is compacted three times:
 
 CPU seconds are counted for this process and every process under it (the JVM and its
 Python workers, via /proc), so Spark's work outside Python counts. Both engines must
-agree on rows out and on duplicates by cause, or the run fails. Target from issue 4:
+agree on rows out and on duplicates by cause, or the run fails. Target:
 Spark at most 1.5x DuckDB's CPU on this 2-core machine.
 """
 

@@ -192,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
         import pyspark  # noqa: F401
     except ImportError:
         print(
-            "lander: the Spark jobs need PySpark and Java 17+: pip install 'kinesis-lander[spark]'",
+            "lander: the Spark jobs need PySpark and Java 17+: install the spark extra "
+            "(pip install '.[spark]' from a clone of the repository)",
             file=sys.stderr,
         )
         return BAD_CONFIG

@@ -10,6 +10,7 @@ lint checks of the same files are `make validate-deploy` (deploy/validate.py).
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ K8S = DEPLOY / "k8s"
 OVERLAYS = sorted(p.name for p in (K8S / "overlays").iterdir() if p.is_dir())
 CORE_TEMPLATE = DEPLOY / "cloudformation" / "lander.yaml"
 ECS_TEMPLATE = DEPLOY / "ecs" / "lander-service.yaml"
+IAM = DEPLOY / "iam"
 METRICS_PORT = 9400
 
 
@@ -293,8 +295,12 @@ def test_ecs_service_keeps_the_stream_consumed_during_deploys() -> None:
 
 
 def client_calls(path: str) -> set[str]:
-    """``self._client.<op>(`` calls of one module."""
-    return set(re.findall(r"self\._client\.(\w+)\(", (REPO / path).read_text()))
+    """``self._client.<op>(`` calls of one module, or of every module in a folder."""
+    target = REPO / path
+    files = sorted(target.glob("*.py")) if target.is_dir() else [target]
+    return {
+        call for file in files for call in re.findall(r"self\._client\.(\w+)\(", file.read_text())
+    }
 
 
 def camel(operation: str) -> str:
@@ -324,9 +330,11 @@ S3_ACTIONS = {
 
 
 def test_worker_role_covers_every_dynamodb_call_of_the_lease_store() -> None:
-    calls = client_calls("consumer/leases/dynamo.py")
+    """Every DynamoDB operation is its own IAM action (``get_item`` needs
+    ``dynamodb:GetItem``); the workers read single lease items with GetItem."""
+    calls = client_calls("consumer/leases")
     assert {"update_item", "scan", "put_item", "create_table"} <= calls
-    needed = {f"dynamodb:{camel(call)}" for call in calls}
+    needed = {f"dynamodb:{camel(call)}" for call in calls} | {"dynamodb:GetItem"}
     granted = policy_actions("WorkerRole")
     assert needed <= granted, f"missing: {sorted(needed - granted)}"
 
@@ -353,6 +361,85 @@ def test_spark_role_reads_the_archive_and_touches_nothing_else() -> None:
         for s in p["PolicyDocument"]["Statement"]
     }
     assert statements["ReadTheArchive"]["Action"] == "s3:GetObject"
+
+
+# -- the same policies as plain IAM JSON (deploy/iam/) ---------------------------------
+
+IAM_POLICIES = {"worker-policy.json": "WorkerRole", "compaction-policy.json": "SparkJobRole"}
+
+# What the template's references become in deploy/iam/*.json (placeholders that
+# deploy/iam/README.md explains).
+CFN_TO_PLACEHOLDER = {
+    "Stream.Arn": "arn:aws:kinesis:${Region}:${AccountId}:stream/${StreamName}",
+    "LeaseTable.Arn": "arn:aws:dynamodb:${Region}:${AccountId}:table/${LeaseTable}",
+    "Bucket.Arn": "arn:aws:s3:::${Bucket}",
+    "ArchivePrefix": "${Prefix}",
+    "CompactedPrefix": "${CompactedPrefix}",
+    "ReportsPrefix": "${ReportsPrefix}",
+}
+
+
+def placeholders(value: Any) -> Any:
+    """A CloudFormation policy value (``!GetAtt``, ``!Ref``, ``!Sub``, lists, maps) as
+    deploy/iam/*.json spells it; lists sorted, so that order does not matter."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return sorted(placeholders(item) for item in value)
+    if set(value) == {"Fn::GetAtt"}:
+        return CFN_TO_PLACEHOLDER[".".join(value["Fn::GetAtt"])]
+    if set(value) == {"Ref"}:
+        return CFN_TO_PLACEHOLDER[value["Ref"]]
+    if set(value) == {"Fn::Sub"}:
+        return re.sub(r"\$\{([^}]+)\}", lambda m: CFN_TO_PLACEHOLDER[m[1]], value["Fn::Sub"])
+    return {key: placeholders(item) for key, item in value.items()}
+
+
+def statements(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A policy document's statements by Sid, every value as the JSON spells it and
+    every list (actions, resources, condition values) sorted."""
+    assert document["Version"] == "2012-10-17"
+    found: dict[str, dict[str, Any]] = {}
+    for statement in document["Statement"]:
+        normal = {key: placeholders(value) for key, value in statement.items()}
+        for key in ("Action", "Resource"):
+            if isinstance(normal[key], str):
+                normal[key] = [normal[key]]
+        sid = normal.pop("Sid")
+        assert sid not in found, f"duplicate Sid {sid}"
+        found[sid] = normal
+    return found
+
+
+def iam_json(file: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads((IAM / file).read_text())
+    return document
+
+
+@pytest.mark.parametrize(("file", "role"), sorted(IAM_POLICIES.items()))
+def test_iam_json_grants_exactly_what_the_cloudformation_role_grants(file: str, role: str) -> None:
+    """deploy/iam/*.json and the template's roles cannot drift: the same statements,
+    actions, resources and conditions, once the template's references are read as the
+    JSON's placeholders."""
+    (policy,) = load_cfn(CORE_TEMPLATE)["Resources"][role]["Properties"]["Policies"]
+    template = statements(policy["PolicyDocument"])
+    plain = statements(iam_json(file))
+    assert plain == template
+    actions = {action for statement in plain.values() for action in statement["Action"]}
+    assert actions == policy_actions(role)
+
+
+def test_iam_placeholders_are_explained() -> None:
+    """Every ``${Name}`` in deploy/iam/*.json is explained in deploy/iam/README.md."""
+    readme = (IAM / "README.md").read_text()
+    used = {
+        name
+        for file in IAM_POLICIES
+        for name in re.findall(r"\$\{(\w+)\}", (IAM / file).read_text())
+    }
+    assert {"Region", "AccountId", "StreamName", "LeaseTable", "Bucket", "Prefix"} <= used
+    unexplained = {name for name in used if f"`${{{name}}}`" not in readme}
+    assert not unexplained, f"deploy/iam/README.md does not explain {sorted(unexplained)}"
 
 
 def test_lease_table_matches_what_the_daemon_creates() -> None:

@@ -1,4 +1,4 @@
-"""The bad-input corpus (issue 6): what a producer can put on a stream, as data.
+"""The bad-input corpus: what a producer can put on a stream, as data.
 
 Each :class:`Case` is one Kinesis record (its data exactly as put, its partition key,
 whether it is or was a KPL aggregate) and what must become of each of its user records
@@ -260,8 +260,8 @@ CASES: tuple[Case, ...] = (
     _payload(b"{}", name="empty object"),
     _payload(b"[]", name="empty array"),
     _payload(b'  {"a": 1}  ', name="surrounding spaces", note="spliced stripped"),
-    _payload(b'{"a": 1}\n', name="trailing newline", note="compacted to one line"),
-    _payload(_PRETTY.encode(), name="pretty-printed", note="compacted to one line"),
+    _payload(b'{"a": 1}\n', name="trailing newline", note="stripped"),
+    _payload(_PRETTY.encode(), name="pretty-printed", note="one line: CR and LF become spaces"),
     _payload(_PRETTY.replace("\n", "\r\n").encode(), name="pretty-printed CRLF"),
     _payload(b'{"s": "line one\\nline two"}', name="escaped newline in a string"),
     _payload(
