@@ -36,6 +36,7 @@ from pathlib import Path
 
 import duckdb
 
+from consumer.archive.layout import day_glob
 from consumer.sequence import MAX_SEQUENCE_DIGITS
 
 COLUMNS = {
@@ -156,15 +157,7 @@ def compact_with_duckdb(
     ``out`` must not exist yet, or be empty. ``compression``: a DuckDB Parquet codec
     (snappy, zstd, gzip, uncompressed).
     """
-    files = (
-        archive
-        / f"stream={stream}"
-        / f"dt={day.isoformat()}"
-        / "hour=*"
-        / "minute=*"
-        / "shard=*"
-        / "*.jsonl.gz"
-    )
+    files = archive / day_glob(stream, day)
     started = time.perf_counter()
     # A spill, if any, goes to a directory of ours rather than DuckDB's default (.tmp
     # under the current directory).

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import json
 import os
 import shutil
@@ -30,11 +29,11 @@ import sys
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from consumer.archive import reader as archive_reader
 from consumer.produce import Place, Produced, Producer, ProduceSpec
 
 MARKER = ".lander-demo"
@@ -85,22 +84,16 @@ class ArchiveView:
 def read_archive(root: Path, stream: str) -> ArchiveView:
     """Read every landed and dead-letter object under a file archive (whole files only)."""
     view = ArchiveView()
-    for path in sorted((root / f"stream={stream}").rglob("*.jsonl.gz")):
+    for landed in archive_reader.read_archive(root, stream):
         view.files += 1
-        view.days.update(p.removeprefix("dt=") for p in path.parts if p.startswith("dt="))
-        for line in _lines(path):
-            view.landed[_position(line)] += 1
-    for path in sorted((root / "dead-letter" / f"stream={stream}").rglob("*.jsonl.gz")):
+        view.days.add(f"{landed.key.minute:%Y-%m-%d}")
+        for line in landed.lines:
+            view.landed[(line.shard_id, line.sequence_number, line.subsequence_number)] += 1
+    for path in archive_reader.dead_letter_paths(root, stream):
         view.dead_files += 1
-        for line in _lines(path):
-            view.dead[_position(line)] += 1
+        for letter in archive_reader.read_dead_letters(path):
+            view.dead[_position(letter)] += 1
     return view
-
-
-def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    with gzip.open(path, "rb") as handle:
-        for raw in handle:
-            yield json.loads(raw)
 
 
 def _position(line: dict[str, Any]) -> Place:

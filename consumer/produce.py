@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
+from consumer.archive.envelope import format_ts
 from consumer.aws import backoff, error_code
 from consumer.kpl import KPL_DEFAULT_MAX_BYTES, aggregate_chunks
-from consumer.landing.envelope import format_ts
 
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient

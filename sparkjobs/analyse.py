@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as sf
 
+from consumer.archive.layout import DEAD_LETTER, hour_folder, parse_relative, stream_folder
 from sparkjobs import compacted
 from sparkjobs.findings import (
     Analysis,
@@ -40,7 +41,7 @@ from sparkjobs.findings import (
 )
 from sparkjobs.io import Filesystem, filesystem_for, join
 from sparkjobs.report import render_html
-from sparkjobs.window import Window, hour_folder, landed, parse_hour
+from sparkjobs.window import Window, parse_hour
 
 log = structlog.get_logger("sparkjobs.analyse")
 
@@ -64,7 +65,7 @@ class AnalyseJob:
     @property
     def folder(self) -> str:
         """Where this window's report and tables go."""
-        return join(self.reports, f"stream={self.stream}", self.window.label)
+        return join(self.reports, stream_folder(self.stream), self.window.label)
 
 
 def json_path(pointer: str) -> str:
@@ -288,7 +289,7 @@ def _manifest_findings(
                     )
                 )
         for item in manifest.get("bad_files", []):
-            where = landed(item["file"])
+            where = parse_relative(item["file"])
             if where is not None and where.hour == parse_hour(hour):
                 bad.append(BadInput(item["file"], item["kind"], int(item["lines"]), item["detail"]))
     return duplicates, bad
@@ -301,7 +302,7 @@ def _dead_letters(
     if job.archive is None:
         return None, []
     fs = filesystem_for(job.archive, spark)
-    base = join(job.archive, "dead-letter", f"stream={job.stream}")
+    base = join(job.archive, DEAD_LETTER, stream_folder(job.stream))
     folders = [join(base, hour_folder(h)) for h in job.window.hour_starts()]
     present = [f for f in folders if fs.list_files(f)]
     if not present:

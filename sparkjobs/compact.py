@@ -40,19 +40,19 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as sf
 
+from consumer.archive.layout import (
+    hour_folder,
+    hour_of,
+    minute_folder,
+    parse_relative,
+    stream_folder,
+)
 from sparkjobs import compacted, publish
 from sparkjobs.integrity import FileCheck, check_gzip, recover_lines
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.publish import HourEntry, InputFile, OutputFile
 from sparkjobs.schema import COMPACTED, CORRUPT, LANDED
-from sparkjobs.window import (
-    Window,
-    hour_folder,
-    hour_label,
-    landed,
-    lookback,
-    minute_folder,
-)
+from sparkjobs.window import Window, hour_label, lookback
 
 log = structlog.get_logger("sparkjobs.compact")
 
@@ -82,12 +82,12 @@ class CompactJob:
     @property
     def source(self) -> str:
         """The stream's folder in the archive."""
-        return join(self.archive, f"stream={self.stream}")
+        return join(self.archive, stream_folder(self.stream))
 
     @property
     def target(self) -> str:
         """The stream's folder in the output."""
-        return join(self.output, f"stream={self.stream}")
+        return join(self.output, stream_folder(self.stream))
 
 
 @dataclass(slots=True)
@@ -177,7 +177,7 @@ def _list_inputs(fs: Filesystem, job: CompactJob) -> dict[datetime, list[InputFi
     for hour in sorted(hours):
         files: list[InputFile] = []
         for item in fs.list_files(join(job.source, hour_folder(hour))):
-            where = landed(item.uri)
+            where = parse_relative(item.uri)
             if where is not None and where.hour == hour:
                 files.append(InputFile(where.rel, item.size, item.modified_ms))
         found[hour] = sorted(files)
@@ -192,7 +192,7 @@ def has_landed_input(fs: Filesystem, job: CompactJob) -> bool:
     """
     for hour in job.window.hour_starts():
         for item in fs.list_files(join(job.source, hour_folder(hour))):
-            where = landed(item.uri)
+            where = parse_relative(item.uri)
             if where is not None and where.hour == hour:
                 return True
     return False
@@ -205,7 +205,7 @@ def _inputs_of(
     own = list(by_hour.get(hour, []))
     wanted = {minute_folder(m) for m in lookback(hour, minutes)}
     for files in by_hour.values():
-        own.extend(f for f in files if f.rel.rsplit("/", 2)[0] in wanted)
+        own.extend(f for f in files if _minute_folder_of(f.rel) in wanted)
     return sorted(set(own))
 
 
@@ -223,7 +223,7 @@ def pointer_uri(job: CompactJob) -> str:
 def _check_partition(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, str, list[str]]]:
     """Executor side: classify each object; recover the lines of truncated ones."""
     for row in rows:
-        where = landed(row.path)
+        where = parse_relative(row.path)
         if where is None:
             continue
         body = bytes(row.content)
@@ -288,19 +288,41 @@ def _read_lines(
             sf.col("_metadata.file_modification_time").alias("landed_ts"),
         )
     )
-    wanted = spark.createDataFrame([(rel,) for rel in good], "rel string")
-    lines = read.join(sf.broadcast(wanted), "rel", "left_semi")
+    # Each object's hour comes from its key, parsed here once per object by the
+    # archive's layout, and joins its lines (rel is unique: no row is duplicated).
+    wanted = spark.createDataFrame(
+        [(rel, _hour_label(rel)) for rel in good], "rel string, label string"
+    )
+    lines = read.join(sf.broadcast(wanted), "rel")
     if recovered:
-        saved = spark.createDataFrame(recovered, "rel string, value string, landed_ts timestamp")
+        saved = spark.createDataFrame(
+            [(rel, _hour_label(rel), value, when) for rel, value, when in recovered],
+            "rel string, label string, value string, landed_ts timestamp",
+        )
         parsed = saved.select(
             sf.from_json(
                 "value", LANDED, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
             ).alias("r"),
             "rel",
+            "label",
             "landed_ts",
-        ).select("r.*", "rel", "landed_ts")
+        ).select("r.*", "rel", "label", "landed_ts")
         lines = lines.unionByName(parsed)
     return lines
+
+
+def _minute_folder_of(rel: str) -> str:
+    where = parse_relative(rel)
+    if where is None:
+        raise ValueError(f"not a landed object's key: {rel}")
+    return minute_folder(where.minute)
+
+
+def _hour_label(rel: str) -> str:
+    where = parse_relative(rel)
+    if where is None:
+        raise ValueError(f"not a landed object's key: {rel}")
+    return hour_label(where.hour)
 
 
 def _problem(stream: str) -> Column:
@@ -328,7 +350,7 @@ def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) 
     or -1 for a lookback line: small integers keep the per-row work and the per-hour
     counters cheap.
     """
-    label = sf.concat(sf.substring("rel", 4, 10), sf.lit("T"), sf.substring("rel", 20, 2))
+    label = sf.col("label")
     slots = sf.create_map(*[sf.lit(x) for i, hour in enumerate(hours) for x in (hour, i)])
     lines = lines.select(
         "*",
@@ -555,7 +577,7 @@ def compact(
     folders = sorted(
         {join(job.source, hour_folder(h)) for h in stale_starts if by_hour.get(h)}
         | {
-            join(job.source, f.rel.rsplit("/", 2)[0])
+            join(job.source, _minute_folder_of(f.rel))
             for rel, f in read_files.items()
             if rel not in own
         }
@@ -684,5 +706,7 @@ def _output_files(fs: Filesystem, run_dir: str) -> dict[str, list[OutputFile]]:
 
 
 def _hour_of_output(item: Listed) -> str:
-    parts = dict(p.split("=", 1) for p in item.uri.split("/") if p.startswith(("dt=", "hour=")))
-    return f"{parts['dt']}T{parts['hour']}"
+    hour = hour_of(item.uri)
+    if hour is None:
+        raise ValueError(f"an output file outside dt=/hour=: {item.uri}")
+    return hour_label(hour)

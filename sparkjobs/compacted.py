@@ -11,6 +11,7 @@ from datetime import date
 
 from pyspark.sql import DataFrame, SparkSession
 
+from consumer.archive import layout
 from sparkjobs import publish
 from sparkjobs.io import Filesystem, join
 from sparkjobs.publish import HourEntry, Pointer
@@ -20,7 +21,7 @@ from sparkjobs.window import Window, hour_label
 
 def stream_folder(output: str, stream: str) -> str:
     """The stream's folder in the compacted output."""
-    return join(output, f"stream={stream}")
+    return join(output, layout.stream_folder(stream))
 
 
 def pointer_uris(fs: Filesystem, output: str, stream: str, day: date) -> list[str]:

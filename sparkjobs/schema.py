@@ -1,6 +1,7 @@
 """The columns of a landed line and of a compacted row.
 
-Landed lines are read with an explicit schema (no inference pass over the archive).
+Landed lines are read with an explicit schema (no inference pass over the archive),
+derived from the archive's field list (:data:`consumer.archive.envelope.FIELDS`).
 ``data`` is read as a string: Spark keeps a JSON object's text as it was landed, and a
 raw-mode payload is its base64 string.
 """
@@ -15,20 +16,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from consumer.archive.envelope import FIELDS
+
 CORRUPT = "_corrupt_record"
 
+_SPARK_TYPES = {"string": StringType(), "integer": LongType(), "json": StringType()}
+
 LANDED = StructType(
-    [
-        StructField("stream", StringType()),
-        StructField("shard_id", StringType()),
-        StructField("sequence_number", StringType()),
-        StructField("subsequence_number", LongType()),
-        StructField("partition_key", StringType()),
-        StructField("arrival_ts", StringType()),
-        StructField("event_id", StringType()),
-        StructField("data", StringType()),
-        StructField(CORRUPT, StringType()),
-    ]
+    [StructField(field.name, _SPARK_TYPES[field.kind]) for field in FIELDS]
+    + [StructField(CORRUPT, StringType())]
 )
 """A landed JSON line, plus the text of a line that does not parse."""
 

@@ -15,9 +15,6 @@ from datetime import UTC, date, datetime, timedelta
 HOUR = timedelta(hours=1)
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 _HOUR = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2})$")
-_REL = re.compile(
-    r"(?:^|/)(dt=(\d{4}-\d{2}-\d{2})/hour=(\d{2})/minute=(\d{2})/shard=[^/]+/[^/]+\.jsonl\.gz)$"
-)
 
 
 class WindowError(ValueError):
@@ -71,39 +68,6 @@ def parse_hour(label: str) -> datetime:
     return datetime.strptime(label, "%Y-%m-%dT%H").replace(tzinfo=UTC)
 
 
-def hour_folder(hour: datetime) -> str:
-    """``dt=D/hour=HH``: an hour's folder under the stream, in the archive and the output."""
-    return f"dt={hour:%Y-%m-%d}/hour={hour:%H}"
-
-
-def minute_folder(minute: datetime) -> str:
-    """``dt=D/hour=HH/minute=MM``."""
-    return f"{hour_folder(minute)}/minute={minute:%M}"
-
-
 def lookback(hour: datetime, minutes: int) -> list[datetime]:
     """The minutes read before ``hour`` to catch producer retries that cross into it."""
     return [hour - timedelta(minutes=m) for m in range(minutes, 0, -1)]
-
-
-@dataclass(frozen=True, slots=True)
-class Landed:
-    """Where a landed object sits in its stream: its relative key and minute."""
-
-    rel: str
-    minute: datetime
-
-    @property
-    def hour(self) -> datetime:
-        """The hour (partition) the object belongs to."""
-        return self.minute.replace(minute=0)
-
-
-def landed(path: str) -> Landed | None:
-    """Parse a landed object's path or URI; None for anything that is not one."""
-    match = _REL.search(path)
-    if match is None:
-        return None
-    rel, day, hour, minute = match.groups()
-    year, month, dom = (int(p) for p in day.split("-"))
-    return Landed(rel, datetime(year, month, dom, int(hour), int(minute), tzinfo=UTC))

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from consumer.archive.layout import parse_key
 from consumer.landing.envelope import Encoder, EventIdPointer
-from consumer.landing.keys import parse_key
 from consumer.records import Record
 from consumer.sequence import Position
 from tests.support.archives import (

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from consumer.archive.layout import minute_of, object_key, parse_key
 from consumer.landing.batcher import Batcher, LandedRun
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
-from consumer.landing.keys import minute_of, object_key, parse_key
 from consumer.landing.ranges import RangeSet
 from consumer.records import Record
 from consumer.sequence import Position

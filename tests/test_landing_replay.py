@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from consumer.archive.layout import DEAD_LETTER
 from consumer.config import load_settings
-from consumer.landing.keys import DEAD_LETTER
 from consumer.landing.lander import Lander
 from consumer.landing.objects import MemoryObjectStore, PutOutcome
 from consumer.metrics import LanderMetrics

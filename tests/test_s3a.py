@@ -25,10 +25,10 @@ import boto3
 import duckdb
 import pytest
 
+from consumer.archive.layout import object_key
 from consumer.emulators import LocalStack
 from consumer.landing.batcher import gzip_stream
 from consumer.landing.envelope import Encoder, EventIdPointer
-from consumer.landing.keys import object_key
 from consumer.records import Record
 from consumer.sequence import Position
 from tests.support.s3a import REPO, find_jars, spark_submit_args
@@ -37,6 +37,8 @@ JARS = find_jars()
 
 pytestmark = [
     pytest.mark.emulator,
+    pytest.mark.processes,  # `python -m sparkjobs` ...
+    pytest.mark.spark,  # ... which starts a Spark JVM
     pytest.mark.skipif(
         JARS is None,
         reason="the S3A connector jars are not on this machine: run `make s3a-jars` to fetch them",

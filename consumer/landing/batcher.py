@@ -24,8 +24,8 @@ import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from consumer.archive.layout import minute_of
 from consumer.landing.envelope import DeadLetter
-from consumer.landing.keys import minute_of
 from consumer.records import Record
 from consumer.sequence import Position
 

@@ -1,5 +1,7 @@
 """One user record as one JSON line, or the reason it must be dead-lettered.
 
+The line is the archive's (:mod:`consumer.archive.envelope` defines its fields and
+order, and holds the reference encoder and parser this fast one is tested against).
 The hot path of the lander. In ``json`` mode the payload is parsed (strictly: UTF-8,
 RFC 8259, no NaN) to prove it is JSON and to read the event id, but it is not
 re-serialised: the validated bytes are spliced into the envelope as they are, unless
@@ -17,6 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
+from consumer.archive.envelope import format_ts
 from consumer.records import Record
 
 
@@ -93,11 +96,6 @@ def _invalid_json(data: bytes, exc: orjson.JSONDecodeError) -> str:
     except UnicodeDecodeError as bad:
         return f"invalid JSON: invalid UTF-8 at byte {bad.start}: {bad.reason}"
     return f"invalid JSON: {str(exc)[:200]}"
-
-
-def format_ts(when: datetime) -> str:
-    """ISO-8601 UTC with milliseconds and a Z."""
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Encoder:

@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import structlog
 
+from consumer.archive.layout import bound, dead_letter_key, object_key
 from consumer.aws import backoff
 from consumer.config import ConfigError, Settings
 from consumer.landing.archive import open_archive
 from consumer.landing.batcher import Batcher, LandedRun, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
-from consumer.landing.keys import bound, dead_letter_key, object_key
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.landing.reconcile import Reconciler
 from consumer.leases.model import LeaseLostError

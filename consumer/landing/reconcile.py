@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from consumer.landing.keys import minute_of, minute_prefix, parse_key
+from consumer.archive.layout import minute_of, minute_prefix, parse_key
 from consumer.landing.objects import ObjectStore
 from consumer.landing.ranges import RangeSet
 from consumer.records import Record

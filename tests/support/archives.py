@@ -5,7 +5,7 @@ day, under ``root`` (the archive prefix)::
 
     stream={stream}/dt=YYYY-MM-DD/hour=HH/minute=mm/shard={shard}/{first}-{last}.jsonl.gz
 
-Keys come from the real :func:`~consumer.landing.keys.object_key` and bodies from the
+Keys come from the real :func:`~consumer.archive.layout.object_key` and bodies from the
 lander's own compressor (:func:`~consumer.landing.batcher.gzip_stream`, level 1). Lines
 are built column-wise by a fast path that writes what
 :class:`~consumer.landing.envelope.Encoder` writes (json payloads; event id pointer
@@ -78,8 +78,8 @@ from typing import Literal, NamedTuple
 
 import orjson
 
+from consumer.archive.layout import object_key
 from consumer.landing.batcher import gzip_stream
-from consumer.landing.keys import object_key
 from consumer.sequence import MAX_SEQUENCE_DIGITS, Position
 
 EVENT_ID_POINTER = "/event_id"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from consumer.sequence import Position
 
@@ -48,20 +48,31 @@ def _join(*parts: str) -> str:
     return "/".join(part.strip("/") for part in parts if part.strip("/"))
 
 
+def stream_folder(stream: str) -> str:
+    """``stream=S``: the folder of one stream under the archive (and the outputs)."""
+    return f"stream={stream}"
+
+
+def hour_folder(hour: datetime) -> str:
+    """``dt=D/hour=HH``: an hour's folder under the stream, in the archive and the output."""
+    h = hour.astimezone(UTC)
+    return f"dt={h.year:04d}-{h.month:02d}-{h.day:02d}/hour={h:%H}"
+
+
+def minute_folder(minute: datetime) -> str:
+    """``dt=D/hour=HH/minute=MM``."""
+    return f"{hour_folder(minute)}/minute={minute.astimezone(UTC):%M}"
+
+
+def day_glob(stream: str, day: date) -> str:
+    """A glob of one day's landed objects of ``stream``, relative to the archive (for
+    readers such as DuckDB that take a pattern)."""
+    return f"{stream_folder(stream)}/dt={day.isoformat()}/hour=*/minute=*/shard=*/*{SUFFIX}"
+
+
 def minute_prefix(prefix: str, stream: str, shard_id: str, minute: datetime) -> str:
     """The folder holding one shard's objects of one minute (ends with '/')."""
-    m = minute.astimezone(UTC)
-    return (
-        _join(
-            prefix,
-            f"stream={stream}",
-            f"dt={m.year:04d}-{m.month:02d}-{m.day:02d}",
-            f"hour={m:%H}",
-            f"minute={m:%M}",
-            f"shard={shard_id}",
-        )
-        + "/"
-    )
+    return _join(prefix, stream_folder(stream), minute_folder(minute), f"shard={shard_id}") + "/"
 
 
 def object_key(
@@ -94,8 +105,7 @@ def parse_key(key: str) -> LandedKey | None:
     match = _KEY.search(key)
     if match is None:
         return None
-    year, month, day = (int(part) for part in match["dt"].split("-"))
-    minute = datetime(year, month, day, int(match["hour"]), int(match["minute"]), tzinfo=UTC)
+    minute = _minute(match["dt"], match["hour"], match["minute"])
     return LandedKey(
         match["stream"],
         match["shard"],
@@ -103,3 +113,45 @@ def parse_key(key: str) -> LandedKey | None:
         parse_bound(match["first"]),
         parse_bound(match["last"]),
     )
+
+
+_RELATIVE = re.compile(
+    r"(?:^|/)(?P<rel>dt=(?P<dt>\d{4}-\d{2}-\d{2})/hour=(?P<hour>\d{2})/minute=(?P<minute>\d{2})"
+    r"/shard=[^/]+/[^/]+\.jsonl\.gz)$"
+)
+_PARTITION = re.compile(r"(?:^|/)dt=(?P<dt>\d{4}-\d{2}-\d{2})/hour=(?P<hour>\d{2})(?:/|$)")
+
+
+@dataclass(frozen=True, slots=True)
+class RelativeKey:
+    """A landed object's key below its stream's folder, and the minute it names."""
+
+    rel: str
+    """``dt=…/hour=…/minute=…/shard=…/name.jsonl.gz``"""
+    minute: datetime
+
+    @property
+    def hour(self) -> datetime:
+        """The hour (partition) the object belongs to."""
+        return self.minute.replace(minute=0)
+
+
+def parse_relative(path: str) -> RelativeKey | None:
+    """The relative key and minute of a landed object's path or URI (any prefix, any
+    object name); None for anything that is not one."""
+    match = _RELATIVE.search(path)
+    if match is None:
+        return None
+    return RelativeKey(match["rel"], _minute(match["dt"], match["hour"], match["minute"]))
+
+
+def hour_of(path: str) -> datetime | None:
+    """The ``dt=…/hour=…`` partition a path lies in (a landed object or an output
+    file), as a UTC hour; None if the path has none."""
+    match = _PARTITION.search(path)
+    return None if match is None else _minute(match["dt"], match["hour"], "00")
+
+
+def _minute(dt: str, hour: str, minute: str) -> datetime:
+    year, month, day = (int(part) for part in dt.split("-"))
+    return datetime(year, month, day, int(hour), int(minute), tzinfo=UTC)
