@@ -378,14 +378,14 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
         loop.add_signal_handler(signum, stop.set)
 
     from consumer.aws import Clients
+    from consumer.errors import RefusedError
     from consumer.health import HealthServer
     from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
-    from consumer.leases.identity import DuplicateWorkerError
     from consumer.metrics import LanderMetrics
     from consumer.preflight import PreflightError, Target, preflight
     from consumer.processor import WorkerContext, load_processor
-    from consumer.worker import StreamGoneError, Worker, tune_gc
+    from consumer.worker import Worker, tune_gc
 
     async with Clients() as clients:
         context = WorkerContext(settings, clients, LanderMetrics())
@@ -450,7 +450,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
         stopper = asyncio.create_task(_stop_when(stop, worker))
         try:
             await worker.run()
-        except (DuplicateWorkerError, StreamGoneError) as exc:
+        except RefusedError as exc:
             print(f"lander: {exc}", file=sys.stderr)
             return EXIT_REFUSED
         finally:

@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from consumer.errors import LanderError
 from consumer.sequence import Sentinel
 
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -267,7 +268,7 @@ def parse_initial_position(value: str) -> tuple[Sentinel, datetime | None]:
     return Sentinel.AT_TIMESTAMP, when
 
 
-class ConfigError(Exception):
+class ConfigError(LanderError):
     """Bad or missing configuration, with one line that names the setting."""
 
 

@@ -31,7 +31,8 @@ from botocore.exceptions import (
 )
 
 from consumer.aws import error_code
-from consumer.leases.store import LeaseStore, TableMissingError
+from consumer.errors import RefusedError
+from consumer.leases.store import LeaseStore, LeaseStoreError, TableMissingError
 from consumer.processor import Probe
 from consumer.sequence import Sentinel
 from consumer.stream import (
@@ -48,7 +49,7 @@ CHECK_SECONDS = 30.0
 T = TypeVar("T")
 
 
-class PreflightError(Exception):
+class PreflightError(RefusedError):
     """A start-up check failed; the message is the one line to print."""
 
 
@@ -124,12 +125,12 @@ async def _check_table(target: Target, store: LeaseStore, create_table: bool) ->
             f"lease table {target.lease_table} does not exist ({where}) and "
             "LANDER_LEASE_TABLE_CREATE is false: create it, or allow the worker to"
         ) from None
-    except ClientError as exc:
+    except (LeaseStoreError, ClientError, BotoCoreError, OSError) as exc:
+        if _unreachable(exc):
+            raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
         raise PreflightError(
             f"lease table {target.lease_table} is not usable ({where}): {_cause(exc)}"
         ) from None
-    except (BotoCoreError, OSError) as exc:
-        raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
     return len(leases)
 
 
@@ -151,11 +152,21 @@ async def _bounded(call: Awaitable[T], where: str) -> T:
         raise PreflightError(f"no answer from {where} within {CHECK_SECONDS:.0f} s") from None
 
 
+def _root(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """No answer at all: the endpoint did not accept or finish the connection."""
+    root = _root(exc)
+    return isinstance(root, BotoCoreError | OSError) and not isinstance(root, NoCredentialsError)
+
+
 def _cause(exc: BaseException) -> str:
     """The reason in a few words: the AWS error code or the connection failure."""
-    root: BaseException = exc
-    while root.__cause__ is not None:
-        root = root.__cause__
+    root = _root(exc)
     if isinstance(root, NoCredentialsError):
         return "no AWS credentials found (environment, profile or instance role)"
     if isinstance(root, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):

@@ -1,6 +1,7 @@
 """The Kinesis stream as a narrow interface: list shards, get an iterator, get records.
 
-Errors form a small tree, with retry policy carried on the class::
+Errors form a small tree (a branch of :mod:`consumer.errors`), with retry policy
+carried on the class::
 
     StreamError
     ├── IteratorExpiredError   (retriable: get a new iterator at the last position)
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from consumer.errors import LanderError
 from consumer.sequence import Position, Sentinel
 
 
@@ -57,7 +59,7 @@ class StartAt:
     timestamp: datetime | None = None
 
 
-class StreamError(Exception):
+class StreamError(LanderError):
     """A Kinesis call failed."""
 
     retriable = False

@@ -1,11 +1,13 @@
 """The worker: one supervising coroutine over the lease, renew and shard-sync loops
 and a task per owned shard.
 
-Transient AWS failures in a loop are logged and retried on the next pass (the lease
+Retriable failures in a loop (:func:`consumer.errors.is_retriable`: throttling, 5xx,
+timeouts, a missing table) are logged and retried on the next pass (the lease
 protocol tolerates missed passes: a lease whose renewals keep failing for the
-failover time is given up locally). Anything else a loop raises is a bug: the
-supervisor logs it, shuts the shards down gracefully and re-raises, so the process
-exits non-zero and its orchestrator restarts it; failures never vanish.
+failover time is given up locally). Anything else a loop raises (access denied, a
+bug) stops the worker: the supervisor logs it, shuts the shards down gracefully and
+re-raises, so the process exits non-zero and its orchestrator restarts it; failures
+never vanish.
 
 Graceful shutdown (SIGTERM/SIGINT): stop taking leases; ask every shard to finish the
 batch in hand, call ``shutdown_requested`` (where the processor lands and checkpoints)
@@ -35,37 +37,28 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
-from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import backoff
 from consumer.config import Settings
+from consumer.errors import LanderError, RefusedError, is_retriable
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
 from consumer.leases.model import ShardReport
-from consumer.leases.store import LeaseStore, TableMissingError
+from consumer.leases.store import LeaseStore
 from consumer.metrics import LanderMetrics, version
 from consumer.processor import Probe, ProcessorFactory
 from consumer.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.shards import ShardSyncer
-from consumer.stream import StreamClient, StreamError, StreamNotFoundError
+from consumer.stream import StreamClient, StreamNotFoundError
 
 log = structlog.get_logger("consumer.worker")
-
-TRANSIENT: tuple[type[BaseException], ...] = (
-    ClientError,
-    BotoCoreError,
-    StreamError,
-    TableMissingError,
-    OSError,
-    TimeoutError,
-)
 
 STREAM_MISSING_PASSES = 3
 """Shard syncs in a row that find no stream before the worker stops (it was deleted)."""
 PROBE_TIMEOUT = 30.0
 
 
-class StreamGoneError(Exception):
+class StreamGoneError(RefusedError):
     """The stream no longer exists: nothing is left to consume. Not retriable."""
 
     retriable = False
@@ -203,7 +196,7 @@ class Worker:
             self._probing.cancel()
             await asyncio.gather(self._probing, return_exceptions=True)
         if failure is None:
-            with contextlib.suppress(*TRANSIENT):
+            with contextlib.suppress(LanderError, OSError):
                 await self.claim.release()
         self._log.info("worker stopped")
         if failure is not None:
@@ -240,7 +233,9 @@ class Worker:
                 await one_pass()
                 if name == "lease":  # a Scan: proof the table answers, leases held or not
                     self._last_contact = time.monotonic()
-            except TRANSIENT as exc:
+            except Exception as exc:
+                if not is_retriable(exc):
+                    raise
                 self._log.warning(f"{name} pass failed", error=repr(exc)[:500])
             await asyncio.sleep(delay())
 
@@ -311,7 +306,9 @@ class Worker:
                         f"Kinesis stream {self.settings.stream} does not exist any more "
                         f"({missing} shard listings in a row found none)"
                     ) from exc
-            except TRANSIENT as exc:
+            except Exception as exc:
+                if not is_retriable(exc):
+                    raise
                 failures += 1
                 self._log.warning("shard sync failed", error=repr(exc)[:500])
             self._sync_now.clear()

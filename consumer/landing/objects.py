@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlparse
 
+from consumer.errors import LanderError
+
 
 class PutOutcome(enum.StrEnum):
     """What a create-if-absent put found."""
@@ -42,7 +44,7 @@ class ObjectStore(Protocol):
         """An object's body (``KeyError`` if missing)."""
 
 
-class ObjectStoreError(Exception):
+class ObjectStoreError(LanderError):
     """A put, list or read of the archive failed.
 
     ``retriable`` says whether trying again soon might help (a 5xx, a throttle, a

@@ -18,14 +18,15 @@ The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Set
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Set
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.aws import error_code
+from consumer.aws import error_code, http_status
 from consumer.leases.model import WORKER_KEY_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
-from consumer.leases.store import TableMissingError
+from consumer.leases.store import LeaseStoreError, TableMissingError
 from consumer.sequence import Checkpoint, checkpoint_from_item, checkpoint_to_item
 
 if TYPE_CHECKING:
@@ -39,6 +40,34 @@ _OWNED = "leaseCounter = :counter AND leaseOwner = :owner"
 _UNOWNED = "leaseCounter = :counter AND (attribute_not_exists(leaseOwner) OR leaseOwner = :null)"
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+_THROTTLED = {
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "LimitExceededException",
+}
+
+
+def _aws(method: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """botocore's errors never leave the store: what a method does not turn into a
+    lease error itself becomes a :class:`LeaseStoreError`."""
+
+    @functools.wraps(method)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(*args, **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            status, code = http_status(exc), error_code(exc)
+            retriable = status == 0 or status >= 500 or code in _THROTTLED
+            raise LeaseStoreError(
+                f"DynamoDB {code or type(exc).__name__}: {str(exc)[:300]}", retriable=retriable
+            ) from exc
+
+    return call
+
+
 class DynamoLeaseStore:
     """Leases in a DynamoDB table (created on demand, on-demand billing)."""
 
@@ -46,6 +75,7 @@ class DynamoLeaseStore:
         self._client = client
         self._table = table
 
+    @_aws
     async def ensure_table(self) -> None:
         """Create the table if missing and wait until it is ACTIVE.
 
@@ -81,6 +111,7 @@ class DynamoLeaseStore:
             await asyncio.sleep(0.1)
         raise TimeoutError(f"lease table {self._table} did not become ACTIVE")
 
+    @_aws
     async def list_leases(self) -> list[Lease]:
         """Scan every lease, strongly consistent, following pagination."""
         leases: list[Lease] = []
@@ -104,6 +135,7 @@ class DynamoLeaseStore:
             if not start:
                 return leases
 
+    @_aws
     async def get_lease(self, key: str) -> Lease | None:
         """GetItem, strongly consistent."""
         try:
@@ -117,6 +149,7 @@ class DynamoLeaseStore:
         item = response.get("Item")
         return None if item is None else lease_from_item(item)
 
+    @_aws
     async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
         """Put an unowned lease unless one exists."""
         value, sub = checkpoint_to_item(checkpoint)
@@ -143,6 +176,7 @@ class DynamoLeaseStore:
             raise
         return True
 
+    @_aws
     async def take(self, lease: Lease, owner: str) -> Lease:
         """Become the owner if counter and owner are as observed."""
         switches = " ADD ownerSwitchesSinceCheckpoint :one" if lease.owner != owner else ""
@@ -153,6 +187,7 @@ class DynamoLeaseStore:
             owned=lease.owner is not None,
         )
 
+    @_aws
     async def renew(
         self, lease: Lease, lag_ms: int | None = None, report: ShardReport | None = None
     ) -> Lease:
@@ -179,6 +214,7 @@ class DynamoLeaseStore:
                 removes = " REMOVE lastError"
         return await self._update(lease, "SET " + ", ".join(sets) + removes, values)
 
+    @_aws
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
         """Record progress, fenced."""
         value, sub = checkpoint_to_item(checkpoint)
@@ -189,6 +225,7 @@ class DynamoLeaseStore:
             {":cp": {"S": value}, ":sub": {"N": str(sub)}, ":zero": {"N": "0"}},
         )
 
+    @_aws
     async def request_handoff(self, lease: Lease, to: str) -> bool:
         """Write ``handoffTo`` if the lease is unchanged and no request is pending."""
         try:
@@ -209,6 +246,7 @@ class DynamoLeaseStore:
             raise
         return True
 
+    @_aws
     async def transfer(self, lease: Lease, to: str) -> None:
         """Hand the lease to ``to``."""
         await self._update(
@@ -218,10 +256,12 @@ class DynamoLeaseStore:
             {":to": {"S": to}},
         )
 
+    @_aws
     async def release(self, lease: Lease) -> None:
         """Clear the owner so any worker may take the lease at once."""
         await self._update(lease, "SET leaseCounter = :next REMOVE leaseOwner, handoffTo", {})
 
+    @_aws
     async def delete_lease(self, key: str) -> None:
         """Remove a lease item."""
         await self._client.delete_item(TableName=self._table, Key={"leaseKey": {"S": key}})

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from consumer.errors import RefusedError
 from consumer.leases.decisions import Seen, is_expired, observe
 from consumer.leases.model import WORKER_KEY_PREFIX, Lease, LeaseLostError
 from consumer.leases.store import LeaseStore
@@ -34,7 +35,7 @@ from consumer.sequence import Sentinel
 log = structlog.get_logger("consumer.leases")
 
 
-class DuplicateWorkerError(Exception):
+class DuplicateWorkerError(RefusedError):
     """Another live process heartbeats under this worker id. Not retriable."""
 
     retriable = False

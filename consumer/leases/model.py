@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+from consumer.errors import LanderError
 from consumer.sequence import Checkpoint, Sentinel
 
 
@@ -73,7 +74,11 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class LeaseLostError(Exception):
+class LeaseError(LanderError):
+    """The lease table refused or failed a call."""
+
+
+class LeaseLostError(LeaseError):
     """A conditional write on a lease failed: another worker owns it now.
 
     The worker that sees this stops the shard at once; nothing more is processed

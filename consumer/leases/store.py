@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Set
 from typing import Protocol
 
-from consumer.leases.model import Lease, ShardReport
+from consumer.leases.model import Lease, LeaseError, ShardReport
 from consumer.sequence import Checkpoint
 
 
@@ -60,7 +60,16 @@ class LeaseStore(Protocol):
         """Remove a lease item (no condition)."""
 
 
-class TableMissingError(Exception):
+class TableMissingError(LeaseError):
     """The lease table does not exist (never created, or deleted under us)."""
 
     retriable = True
+
+
+class LeaseStoreError(LeaseError):
+    """A lease-table call failed otherwise; ``retriable`` for server errors,
+    throttling and connection failures, not for access denied or a bad request."""
+
+    def __init__(self, message: str, *, retriable: bool) -> None:
+        super().__init__(message)
+        self.retriable = retriable

@@ -1,0 +1,50 @@
+"""The daemon's errors: one tree, with the retry policy on each class.
+
+Every error the daemon raises on purpose is a :class:`LanderError`; ``retriable`` says
+whether trying again soon may help (the loops and the reader retry those with
+:func:`consumer.aws.backoff`) or not (the error is passed up, and what it means is
+decided once, where it is caught). botocore's exceptions never leave the stores and
+clients that call AWS: each wraps them into its branch below::
+
+    LanderError                        retriable=False unless marked
+    ├── ConfigError                    consumer.config: a setting is bad (exit 2)
+    ├── RefusedError                   the environment refuses the worker (exit 3)
+    │   ├── PreflightError             consumer.preflight: a start-up check failed
+    │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
+    │   └── StreamGoneError            consumer.worker: the stream was deleted
+    ├── StreamError                    consumer.stream: a Kinesis call failed
+    │   ├── IteratorExpiredError       retriable: a new iterator at the last position
+    │   ├── ThrottledError             retriable: back off with jitter
+    │   ├── TransientStreamError       retriable: 5xx, timeout, connection reset
+    │   └── StreamNotFoundError        the stream or shard does not exist
+    ├── LeaseError                     consumer.leases.model: the lease table
+    │   ├── LeaseLostError             a fenced write failed: stop the shard at once
+    │   ├── TableMissingError          (consumer.leases.store) retriable: the table is
+    │   │                              created again
+    │   └── LeaseStoreError            (consumer.leases.store) retriable per instance:
+    │                                  5xx, throttling, connection failures (not:
+    │                                  access denied)
+    └── ObjectStoreError               consumer.landing.objects: the archive; retriable
+                                       per instance (5xx, SlowDown, resets; not: a
+                                       missing bucket, access denied, a read-only folder)
+"""
+
+from __future__ import annotations
+
+
+class LanderError(Exception):
+    """Base of the daemon's errors."""
+
+    retriable: bool = False
+
+
+class RefusedError(LanderError):
+    """The environment refuses this worker: ``lander run`` exits 3 with the message."""
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether a loop should try again: a retriable LanderError, or an OS-level
+    failure (a timeout, a reset connection) that reached it unwrapped."""
+    if isinstance(exc, LanderError):
+        return exc.retriable
+    return isinstance(exc, OSError | TimeoutError)
