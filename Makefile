@@ -30,13 +30,16 @@ DEMO_ARGS ?=
 demo: install
 	$(BIN)/lander demo $(DEMO_ARGS)
 
-## The test suite: unit, property, contract and emulator-backed process tests.
+## The test suite: unit, property, contract and emulator-backed process tests, with
+## branch coverage of consumer/ and sparkjobs/ printed at the end (a report, no
+## threshold; worker processes the tests start are not measured).
 test: install
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --cov --cov-report=term $(PYTEST_ARGS)
 
-## Only the tests that need no emulator and start no process.
+## Only the tests that need no emulator, no Spark JVM and start no process; starting
+## one fails the test (TEST_FAST_NO_PROCESSES, see tests/conftest.py).
 test-fast: $(PY_STAMP)
-	$(BIN)/pytest -m 'not emulator and not processes' $(PYTEST_ARGS)
+	TEST_FAST_NO_PROCESSES=1 $(BIN)/pytest -m 'not emulator and not processes and not spark' $(PYTEST_ARGS)
 
 ## The chaos run on its own: `make chaos CHAOS_ARGS="--seed 42"` replays a run,
 ## `make chaos CHAOS_ARGS="--profile soak --minutes 30"` is the long soak.
@@ -75,4 +78,4 @@ validate-deploy:
 	$(PYTHON) deploy/validate.py
 
 clean:
-	rm -rf dist .cache $(VENV) .venv-deploy .venv-peers $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf dist .cache .coverage htmlcov $(VENV) .venv-deploy .venv-peers $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,7 +1,21 @@
-"""Shared fixtures for the test suite."""
+"""Shared fixtures for the test suite, and the marks that keep `make test-fast` pure.
 
+Every test that uses the embedded AWS stack (``local_stack``, ``aws_env``,
+``aws_clients``) is marked ``emulator``, and every test that uses the ``spark`` session
+is marked ``spark``, by :func:`pytest_collection_modifyitems`: a mark cannot be
+forgotten. Tests that start processes of their own (a ``lander`` subprocess, the
+worker cluster, promtool) carry ``processes`` explicitly. ``make test-fast`` deselects
+all three and sets ``TEST_FAST_NO_PROCESSES=1``, which makes starting any process
+during the run fail the test that tried (:func:`pytest_sessionstart`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing.util
 import os
-from collections.abc import AsyncIterator, Iterator
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import pytest_asyncio
@@ -10,10 +24,82 @@ from hypothesis import settings
 from consumer.aws import Clients
 from consumer.emulators import LocalStack
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 # No wall-clock deadlines: on a shared 2-core CI machine a trivial example can take
 # 700 ms once, and a timing is not what these properties are about.
 settings.register_profile("lander", deadline=None)
 settings.load_profile("lander")
+
+EMULATOR_FIXTURES = frozenset({"local_stack", "aws_env", "aws_clients"})
+"""Fixtures that boot the embedded AWS stack (kinesalite and moto, two processes)."""
+SPARK_FIXTURES = frozenset({"spark"})
+"""Fixtures that start a Spark JVM."""
+NO_PROCESSES = "TEST_FAST_NO_PROCESSES"
+"""Set (to 1) by `make test-fast`: starting a process fails the test."""
+REFUSAL = "test-fast must start no process: mark this test emulator, processes or spark"
+
+# What the guard replaced, to put back at the end of the session.
+_saved: list[tuple[object, str, object]] = []
+# The tests that tried to start a process (even if they caught the refusal).
+_refused: list[str] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses: ``emulator`` for the AWS stack,
+    ``spark`` for the Spark session (``-m`` deselection runs after this hook)."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & EMULATOR_FIXTURES:
+            item.add_marker(pytest.mark.emulator)
+        if names & SPARK_FIXTURES:
+            item.add_marker(pytest.mark.spark)
+
+
+def _refuse(*_: object, **__: object) -> Any:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "outside any test").removesuffix(" (call)")
+    _refused.append(test)
+    raise AssertionError(REFUSAL)
+
+
+def _refuse_popen(self: subprocess.Popen[Any], *args: object, **kwargs: object) -> None:
+    vars(self)["_child_created"] = False  # what Popen.__del__ reads first (private)
+    _refuse(*args, **kwargs)
+
+
+def _replace(owner: object, name: str, value: Callable[..., Any]) -> None:
+    if hasattr(owner, name):
+        _saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under `make test-fast`, make every way of starting a process raise."""
+    if os.environ.get(NO_PROCESSES) != "1":
+        return
+    _replace(subprocess.Popen, "__init__", _refuse_popen)  # also asyncio's subprocesses
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        _replace(os, name, _refuse)
+    _replace(multiprocessing.util, "spawnv_passfds", _refuse)  # spawn and forkserver
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Put back what :func:`pytest_sessionstart` replaced; fail the run if a test tried
+    to start a process, even one that caught the refusal."""
+    while _saved:
+        owner, name, value = _saved.pop()
+        setattr(owner, name, value)
+    if _refused and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the tests that tried to start a process under `make test-fast`."""
+    if _refused:
+        terminalreporter.section("started a process under test-fast", red=True)
+        for test in dict.fromkeys(_refused):
+            terminalreporter.line(f"{test}: {REFUSAL}")
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +132,7 @@ async def aws_clients(aws_env: dict[str, str]) -> AsyncIterator[Clients]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
+def spark() -> Iterator[SparkSession]:
     """One local[2] Spark session for every test that needs one (a JVM costs ~10 s)."""
     from sparkjobs.session import get_session
 

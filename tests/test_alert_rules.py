@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 from prometheus_client import generate_latest
 
 from consumer.metrics import LanderMetrics
@@ -207,6 +207,7 @@ def _fired(alerts: str) -> str:
 
 
 @needs_promtool
+@pytest.mark.processes  # promtool
 async def test_alerts_fire_on_a_recorded_stalled_worker(tmp_path: Path) -> None:
     """A worker whose bucket is missing: its shards stall (LanderShardStalled, once per
     shard), then it cannot land and gives them back (LanderWorkerCannotLand)."""
@@ -237,6 +238,7 @@ async def test_alerts_fire_on_a_recorded_stalled_worker(tmp_path: Path) -> None:
 
 
 @needs_promtool
+@pytest.mark.processes  # promtool
 async def test_stall_alerts_stay_quiet_on_a_recorded_healthy_worker(tmp_path: Path) -> None:
     """The same worker with a working archive: checkpoints move, nothing fires."""
     recording = await record_healthy_worker()

@@ -31,7 +31,7 @@ TABLE = "smoke-orders-leases"
 BUCKET = "smoke-bucket"
 PREFIX = "kinesis"
 
-pytestmark = pytest.mark.emulator
+pytestmark = [pytest.mark.emulator, pytest.mark.processes]  # a moto server, the script
 
 
 @pytest.fixture(scope="module")

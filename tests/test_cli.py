@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.processes  # each test runs `python -m consumer.cli`
+
 REPO = Path(__file__).resolve().parents[1]
 
 

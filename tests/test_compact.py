@@ -12,7 +12,7 @@ import json
 import threading
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pytest
@@ -24,6 +24,9 @@ from sparkjobs.io import LocalFilesystem
 from sparkjobs.window import Window
 from tests.support import archives
 from tests.support.archives import Truth, generate_archive
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DAY = date(2026, 11, 21)
 STREAM = "orders"
@@ -49,7 +52,7 @@ def _rows(output: Path, window: Window = WINDOW, columns: str = "") -> list[tupl
         "select shard_id, sequence_number, subsequence_number, event_id"
         f"{extra} from read_parquet({files}) order by all"
     )
-    return [(r[0], int(r[1]), *r[2:]) for r in duckdb.sql(query).fetchall()]
+    return [(r[0], int(r[1]), *r[2:]) for r in duckdb.execute(query).fetchall()]
 
 
 def _assert_exactly_the_truth(output: Path, truth: Truth, window: Window = WINDOW) -> None:
@@ -83,7 +86,7 @@ def day_archive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Truth]:
 
 @pytest.fixture(scope="module")
 def compacted_day(
-    spark: Any, day_archive: tuple[Path, Truth], tmp_path_factory: pytest.TempPathFactory
+    spark: SparkSession, day_archive: tuple[Path, Truth], tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, RunManifest]:
     """The day archive compacted once (shared by the tests that only read it)."""
     archive, _ = day_archive
@@ -121,11 +124,11 @@ def test_output_is_partitioned_and_timestamps_are_utc_micros(
     files = _files(output)
     assert {Path(f).parent.name for f in files} == {"hour=09", "hour=10"}
     assert all(Path(f).parent.parent.name == "dt=2026-11-21" for f in files)
-    kinds = duckdb.sql(
+    kinds = duckdb.execute(
         f"select distinct typeof(arrival_ts), typeof(landed_ts) from read_parquet({files})"
     ).fetchall()
     assert kinds == [("TIMESTAMP WITH TIME ZONE", "TIMESTAMP WITH TIME ZONE")]
-    hours = duckdb.sql(
+    hours = duckdb.execute(
         "select distinct strftime(arrival_ts at time zone 'UTC', '%H') "
         f"from read_parquet({files}, hive_partitioning=false) order by 1"
     ).fetchall()
@@ -137,7 +140,7 @@ def test_output_is_partitioned_and_timestamps_are_utc_micros(
 
 
 def test_a_rerun_changes_nothing_and_a_fresh_run_gives_the_same_rows(
-    spark: Any,
+    spark: SparkSession,
     day_archive: tuple[Path, Truth],
     compacted_day: tuple[Path, RunManifest],
     tmp_path: Path,
@@ -155,7 +158,7 @@ def test_a_rerun_changes_nothing_and_a_fresh_run_gives_the_same_rows(
 
 
 def test_hour_windows_catch_producer_retries_across_the_boundary(
-    spark: Any, day_archive: tuple[Path, Truth], tmp_path: Path
+    spark: SparkSession, day_archive: tuple[Path, Truth], tmp_path: Path
 ) -> None:
     """Compacted hour by hour, a re-send just after 10:00 of an event first seen before
     it is still dropped (the lookback minutes), and the two hours add up to the day."""
@@ -167,7 +170,7 @@ def test_hour_windows_catch_producer_retries_across_the_boundary(
     _assert_exactly_the_truth(tmp_path, truth)
 
 
-def test_a_late_file_rewrites_only_its_hour(spark: Any, tmp_path: Path) -> None:
+def test_a_late_file_rewrites_only_its_hour(spark: SparkSession, tmp_path: Path) -> None:
     """Files landed after the window was compacted are found and only their hour redone."""
     archive, output = tmp_path / "archive", tmp_path / "out"
     truth = generate_archive(
@@ -185,7 +188,9 @@ def test_a_late_file_rewrites_only_its_hour(spark: Any, tmp_path: Path) -> None:
     _assert_exactly_the_truth(output, truth)
 
 
-def test_bad_input_is_counted_reported_and_the_rest_compacted(spark: Any, tmp_path: Path) -> None:
+def test_bad_input_is_counted_reported_and_the_rest_compacted(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     """Truncated, corrupt, non-gzip and malformed input: each reported with its file;
     truncated files give up their complete lines; nothing else is lost."""
     archive, output = tmp_path / "archive", tmp_path / "out"
@@ -211,7 +216,7 @@ def test_bad_input_is_counted_reported_and_the_rest_compacted(spark: Any, tmp_pa
     _assert_exactly_the_truth(output, truth)
 
 
-def test_strict_mode_publishes_nothing(spark: Any, tmp_path: Path) -> None:
+def test_strict_mode_publishes_nothing(spark: SparkSession, tmp_path: Path) -> None:
     """With --strict, one bad file fails the window and leaves no trace in the output."""
     archive, output = tmp_path / "archive", tmp_path / "out"
     truth = generate_archive(
@@ -227,7 +232,7 @@ def test_strict_mode_publishes_nothing(spark: Any, tmp_path: Path) -> None:
 
 
 def test_two_runs_at_once_leave_one_consistent_window(
-    spark: Any, day_archive: tuple[Path, Truth], tmp_path: Path
+    spark: SparkSession, day_archive: tuple[Path, Truth], tmp_path: Path
 ) -> None:
     """A day run and an hour run racing on the same output: both publish, readers get
     each record once, and the hour keeps the entry listed last."""
@@ -255,7 +260,7 @@ def test_two_runs_at_once_leave_one_consistent_window(
 
 
 def test_analysis_tables_and_report(
-    spark: Any,
+    spark: SparkSession,
     day_archive: tuple[Path, Truth],
     compacted_day: tuple[Path, RunManifest],
     tmp_path: Path,
@@ -279,7 +284,7 @@ def test_analysis_tables_and_report(
     tables = tmp_path / f"stream={STREAM}" / "2026-11-21" / "tables"
 
     def one(query: str) -> Any:
-        return duckdb.sql(query).fetchall()[0][0]
+        return duckdb.execute(query).fetchall()[0][0]
 
     assert one(f"select sum(records) from '{tables}/volume/*.parquet'") == len(truth.kept)
     assert one(f"select sum(transport) from '{tables}/duplicates/*.parquet'") == manifest.total(
@@ -288,7 +293,7 @@ def test_analysis_tables_and_report(
     assert one(f"select sum(producer) from '{tables}/duplicates/*.parquet'") == manifest.total(
         "producer"
     )
-    whole = duckdb.sql(
+    whole = duckdb.execute(
         f"select kind, samples, p50_ms from '{tables}/lateness/*.parquet' "
         "where hour is null order by kind"
     ).fetchall()
@@ -314,7 +319,7 @@ def _landed_file(root: Path, minute: str, shard: str, lines: list[dict[str, Any]
     (folder / f"{first}-{last}.jsonl.gz").write_bytes(gzip.compress(body))
 
 
-def test_sequence_gaps_and_reorders_are_counted(spark: Any, tmp_path: Path) -> None:
+def test_sequence_gaps_and_reorders_are_counted(spark: SparkSession, tmp_path: Path) -> None:
     """Producer p sends 1, 2, 5, 4, 6: one gap (3 missing) and one reorder (4 after 5)."""
     archive, output = tmp_path / "archive", tmp_path / "out"
     lines = [

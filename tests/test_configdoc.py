@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer import configdoc
@@ -41,8 +41,8 @@ def test_every_setting_of_every_command_appears() -> None:
         _row(text, f"LANDER_{name.upper()}", "Worker")
     for job, own in ((CompactSettings, "compact"), (AnalyseSettings, "analyse")):
         for name in job.model_fields:
-            section = "Spark jobs" if name in JobSettings.model_fields else own
-            _row(text, f"LANDER_{name.upper()}", section)
+            title = "Spark jobs" if name in JobSettings.model_fields else own
+            _row(text, f"LANDER_{name.upper()}", title)
     # And every class the generator found, whatever is added later.
     for section in configdoc.sections():
         for name in section.settings.model_fields:
@@ -111,7 +111,10 @@ def test_a_default_factory_is_described_not_called() -> None:
     def next_port() -> int:
         return 8000
 
-    info = Field(default_factory=next_port, description="A port.")
+    class Ports(BaseModel):
+        port: int = Field(default_factory=next_port, description="A port.")
+
+    info = Ports.model_fields["port"]
     assert configdoc.describe_default("port", info) == "`next_port()` (computed at start)"
 
 
@@ -145,6 +148,7 @@ def test_check_passes_on_the_page_and_fails_on_a_changed_copy(
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.processes
 def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
     """`python -m consumer.configdoc --check` exits 1 on a stale file."""
     stale = tmp_path / "configuration.md"

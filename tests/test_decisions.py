@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 
-from hypothesis import given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from consumer.leases.decisions import (
@@ -21,27 +22,54 @@ from consumer.shards import plan_new_leases
 from consumer.stream import Shard
 
 WORKERS = ["me", "a", "b", "c"]
+Table = tuple[list[Lease], dict[str, Seen], set[str], float]
+
+
+# When a lease's counter was last seen to move, at now = 30 s with failover = 10 s: a
+# live owner's less than 10 s ago (just inside, too), a stopped one's 10 s ago or more
+# (exactly 10, too), and a flaky owner's at any time.
+RENEWED = {
+    "live": st.floats(20.01, 30) | st.just(20.01),
+    "stopped": st.floats(0, 20) | st.just(20.0),
+    "flaky": st.floats(0, 30),
+}
 
 
 @st.composite
-def tables(draw: st.DrawFn) -> tuple[list[Lease], dict[str, Seen], set[str], float]:
-    """A table of leases with random owners, what 'me' has seen of them, and now."""
-    count = draw(st.integers(1, 12))
+def tables(draw: st.DrawFn) -> Table:
+    """A table of leases spread unevenly between free ones and the workers (live,
+    stopped or flaky; some leases asked to hand over to another worker), what 'me' has
+    seen of them, and now."""
+    spread = [(None, 2), ("me", 2), ("a", 8), ("b", 3), ("c", 2)]
+    owners = [owner for owner, most in spread for _ in range(draw(st.integers(0, most)))]
+    owners = draw(st.permutations(owners or [None]))
+    healths = st.sampled_from(["live", "live", "live", "stopped", "flaky"])
+    health = {worker: draw(healths) for worker in WORKERS}
     leases = []
     seen = {}
-    for index in range(count):
-        owner = draw(st.sampled_from([None, *WORKERS]))
+    for index, owner in enumerate(owners):
         counter = draw(st.integers(0, 5))
-        leases.append(Lease(key=f"s{index:02d}", owner=owner, counter=counter))
-        seen[f"s{index:02d}"] = Seen(counter, draw(st.floats(0, 30)))
+        others = [w for w in WORKERS if w != owner]
+        handoff_to = draw(st.sampled_from([None] * 6 + others)) if owner else None
+        leases.append(
+            Lease(key=f"s{index:02d}", owner=owner, counter=counter, handoff_to=handoff_to)
+        )
+        since = draw(RENEWED[health[owner] if owner else "flaky"])
+        seen[f"s{index:02d}"] = Seen(counter, since)
     held = {lease.key for lease in leases if lease.owner == "me" and draw(st.booleans())}
     return leases, seen, held, 30.0
 
 
+def _live(owner: str, since: float = 25.0, count: int = 1) -> Table:
+    """``count`` leases of ``owner`` whose counter last moved at ``since`` (so live at
+    now = 30 with failover = 10 unless ``since`` <= 20), none of them held by 'me'."""
+    keys = [f"{owner}{i:02d}" for i in range(count)]
+    leases = [Lease(key=key, owner=owner, counter=1) for key in keys]
+    return leases, {key: Seen(1, since) for key in keys}, set(), 30.0
+
+
 @given(tables(), st.integers(0, 2**32))
-def test_plan_never_takes_a_live_lease_or_one_already_held(
-    table: tuple[list[Lease], dict[str, Seen], set[str], float], seed: int
-) -> None:
+def test_plan_never_takes_a_live_lease_or_one_already_held(table: Table, seed: int) -> None:
     """Takes are only of free, expired or already-ours leases, never held ones, and
     never push this worker past its target."""
     leases, seen, held, now = table
@@ -58,25 +86,66 @@ def test_plan_never_takes_a_live_lease_or_one_already_held(
 
 
 @given(tables(), st.integers(0, 2**32))
-def test_a_steal_only_narrows_the_gap(
-    table: tuple[list[Lease], dict[str, Seen], set[str], float], seed: int
-) -> None:
-    """A hand-off is requested only from a live worker holding at least two more
-    leases than this worker will, so ownership converges instead of oscillating."""
+@example(table=_live("a", count=4), seed=0)  # nothing free, "a" holds 4 of 4: ask "a" for one
+def test_a_steal_only_narrows_the_gap(table: Table, seed: int) -> None:
+    """A hand-off is requested exactly when this worker stays below its target after
+    its takes, has no hand-off coming to it, and a live worker holds at least two more
+    leases than it will (so ownership converges instead of oscillating); it asks the
+    most loaded live worker for one of its leases not already being handed over."""
     leases, seen, held, now = table
     ready = {lease.key for lease in leases}
     plan = plan_acquisitions(
         "me", leases, held, seen, now=now, failover=10, ready=ready, rng=random.Random(seed)
     )
-    if plan.handoff is None:
+    live = [
+        lease
+        for lease in leases
+        if lease.owner not in (None, "me") and not is_expired(lease, seen, now, 10)
+    ]
+    load = Counter(lease.owner for lease in live)
+    after = len(held) + len(plan.take)
+    pending = any(lease.handoff_to == "me" for lease in leases if lease.key not in held)
+    most = max(load.values(), default=0)
+    due = after < plan.target and not pending and most - after >= 2
+    askable = {lease.owner for lease in live if lease.handoff_to is None}
+    most_loaded = {owner for owner, n in load.items() if n == most}
+    event("hand-off requested" if plan.handoff is not None else "no hand-off")
+    if not due:
+        assert plan.handoff is None
         return
-    victim = plan.handoff.owner
-    assert victim not in (None, "me")
-    assert not is_expired(plan.handoff, seen, now, 10)
-    victim_load = sum(
-        1 for lease in leases if lease.owner == victim and not is_expired(lease, seen, now, 10)
+    if most_loaded <= askable:  # any of them can be asked: one must be
+        assert plan.handoff is not None
+    if plan.handoff is not None:
+        assert plan.handoff in live
+        assert plan.handoff.owner in most_loaded
+        assert plan.handoff.handoff_to is None
+        assert load[plan.handoff.owner] - after >= 2
+
+
+def test_a_worker_short_of_its_share_asks_the_most_loaded_and_waits_for_its_answer() -> None:
+    """A worker takes the expired lease, and, still short of its share, asks the most
+    loaded live worker (not a less loaded one) for one lease; with a hand-off already
+    coming to it, it asks no one."""
+    a_leases, a_seen, _, now = _live("a", count=5)
+    b_leases, b_seen, _, _ = _live("b", count=2)
+    c_leases, c_seen, _, _ = _live("c", since=0.0)  # "c" stopped renewing 30 s ago
+    leases = a_leases + b_leases + c_leases
+    seen = a_seen | b_seen | c_seen
+    ready = {lease.key for lease in leases}
+    for seed in range(20):
+        plan = plan_acquisitions(
+            "me", leases, set(), seen, now=now, failover=10, ready=ready, rng=random.Random(seed)
+        )
+        assert (plan.target, plan.live_workers, plan.take) == (3, 3, tuple(c_leases))
+        assert plan.handoff is not None
+        assert plan.handoff in a_leases
+
+    coming = [a_leases[0].evolve(handoff_to="me"), *a_leases[1:], *b_leases, *c_leases]
+    plan = plan_acquisitions(
+        "me", coming, set(), seen, now=now, failover=10, ready=ready, rng=random.Random(1)
     )
-    assert victim_load - (len(held) + len(plan.take)) >= 2
+    assert plan.take == tuple(c_leases)
+    assert plan.handoff is None
 
 
 def test_unready_leases_are_never_planned() -> None:

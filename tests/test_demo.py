@@ -11,7 +11,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.emulator, pytest.mark.processes, pytest.mark.timeout(420)]
+pytestmark = [
+    pytest.mark.emulator,
+    pytest.mark.processes,
+    pytest.mark.spark,  # the demo ends with a compaction
+    pytest.mark.timeout(420),
+]
 
 
 def test_a_short_demo_reconciles_every_count(tmp_path: Path) -> None:

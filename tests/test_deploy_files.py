@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 

@@ -159,7 +159,8 @@ def test_recent_event_ids_are_bounded() -> None:
 def test_s3_errors_carry_their_retry_policy(code: str, status: int, retriable: bool) -> None:
     """Throttling and 5xx are retriable; access errors are not."""
     error = ClientError(
-        {"Error": {"Code": code, "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+        # A partial response, as a test fake: only what the wrapper reads.
+        {"Error": {"Code": code, "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": status}},  # type: ignore[typeddict-item]
         "PutObject",
     )
     assert _wrap(error).retriable is retriable  # type: ignore[attr-defined]

@@ -6,14 +6,16 @@ import gzip
 import json
 import zlib
 from datetime import UTC, datetime, timedelta
+from unittest import mock
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import event, example, given
 from hypothesis import strategies as st
 
+import consumer.landing.batcher as batcher_module
 from consumer.archive.layout import minute_of, object_key, parse_key
-from consumer.landing.batcher import Batcher, LandedRun
+from consumer.landing.batcher import COMPRESS_CHUNK, GZIP_LEVEL, Batcher, LandedRun, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.ranges import RangeSet
 from consumer.records import Record
@@ -167,17 +169,81 @@ def test_cuts_follow_the_rules_and_replays_cut_identically(
         ]
 
 
-@given(st.lists(st.binary(max_size=400), max_size=40), st.data())
-def test_gzip_bytes_do_not_depend_on_how_lines_were_fed(
-    lines: list[bytes], data: st.DataObject
+class _SeenCompressor:
+    """The Batcher's own compressor (:func:`gzip_stream`), recording what it is fed."""
+
+    def __init__(self, level: int = GZIP_LEVEL) -> None:
+        self.level = level
+        self.real = gzip_stream(level)
+        self.pieces: list[bytes] = []
+
+    def compress(self, data: bytes) -> bytes:
+        self.pieces.append(data)
+        return self.real.compress(data)
+
+    def flush(self) -> bytes:
+        return self.real.flush()
+
+
+def _repeated(pattern: bytes, size: int) -> bytes:
+    return (pattern * (size // len(pattern) + 1))[:size]
+
+
+# Small lines, and long ones (a short pattern repeated to 1-96 KiB) so that runs cross
+# the batcher's COMPRESS_CHUNK (64 KiB) never, once or several times.
+landed_lines = st.lists(
+    st.one_of(
+        st.binary(max_size=300),
+        st.builds(_repeated, st.binary(min_size=1, max_size=64), st.integers(1024, 96 * 1024)),
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+@given(landed_lines)
+@example([bytes(range(256)) * 100] * 8)  # 200 KiB in 25 KiB lines: three chunks and a tail
+@example([b"x" * (COMPRESS_CHUNK - 1), b"y", b"z"])  # the chunk edge
+@example([b""])
+def test_a_runs_body_is_one_gzip_member_of_its_lines_however_they_were_fed(
+    lines: list[bytes],
 ) -> None:
-    """Streaming compression gives the same bytes as compressing the whole at once."""
-    whole = zlib.compressobj(6, zlib.DEFLATED, 31)
-    expected = whole.compress(b"".join(lines)) + whole.flush()
-    streamed = zlib.compressobj(6, zlib.DEFLATED, 31)
-    chunks = [streamed.compress(line) for line in lines]
-    assert b"".join(chunks) + streamed.flush() == expected
-    assert data.draw(st.just(True))
+    """Pins the Batcher's compression path: the lines of a run are compressed at the
+    batcher's GZIP_LEVEL by :func:`gzip_stream`, in pieces of about COMPRESS_CHUNK as
+    they arrive (memory stays bounded), and the run's body is one complete gzip member
+    (trailer CRC and length checked, nothing after it) holding exactly the lines, with a
+    fixed header (mtime 0, no file name), byte for byte what compressing all the lines
+    at once at that level gives: how lines were fed never changes the landed bytes, so a
+    replayed run hashes equal to the landed one."""
+    made: list[_SeenCompressor] = []
+
+    def seen_stream(level: int = GZIP_LEVEL) -> _SeenCompressor:
+        made.append(_SeenCompressor(level))
+        return made[-1]
+
+    batcher = Batcher("shard-1", len(lines) + 1, 1 << 40, flush_seconds=10.0)
+    with mock.patch.object(batcher_module, "gzip_stream", seen_stream):
+        for seq, line in enumerate(lines, 1):
+            assert batcher.add(_record(seq, b"{}"), line, now=0.0) is None
+        run = batcher.close()
+    assert run is not None
+    whole = b"".join(lines)
+    assert (run.lines, run.raw_bytes) == (len(lines), len(whole))
+
+    (compressor,) = made
+    assert compressor.level == GZIP_LEVEL == batcher.gzip_level
+    assert b"".join(compressor.pieces) == whole
+    longest = max(len(line) for line in lines)
+    assert all(len(piece) < COMPRESS_CHUNK + longest for piece in compressor.pieces)
+    event(f"compressed in {sum(1 for p in compressor.pieces if p)} non-empty piece(s)")
+
+    member = zlib.decompressobj(31)  # gzip only: raises on a bad header, CRC or length
+    assert member.decompress(run.body) == whole
+    assert member.eof, "the gzip member has no trailer"
+    assert member.unused_data == b""
+    assert run.body[:10] == b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + run.body[8:9] + b"\x03"
+    at_once = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+    assert run.body == at_once.compress(whole) + at_once.flush()
 
 
 def test_quiet_shard_flushes_by_clock() -> None:

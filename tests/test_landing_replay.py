@@ -7,6 +7,7 @@ import asyncio
 import gzip
 import json
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
@@ -37,7 +38,7 @@ class CrashingStore(MemoryObjectStore):
         self.crash_after: int | None = None
         self.puts = 0
 
-    async def put_if_absent(self, key: str, body: bytes, metadata: dict[str, str]) -> PutOutcome:  # type: ignore[override]
+    async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
         outcome = await super().put_if_absent(key, body, metadata)
         self.puts += 1
         if self.crash_after is not None and self.puts >= self.crash_after:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from consumer.aws import Clients
 from consumer.leases.dynamo import DynamoLeaseStore
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import Lease, LeaseLostError
@@ -30,10 +31,20 @@ class Table:
     drop: Callable[[], Awaitable[None]]
 
 
-@pytest.fixture(params=["memory", "dynamo"])
-async def table(request: pytest.FixtureRequest, aws_clients: object) -> AsyncIterator[Table]:
-    """An empty, existing lease table on each backend."""
+@pytest.fixture(params=["memory", pytest.param("dynamo", marks=pytest.mark.emulator)])
+def clients(request: pytest.FixtureRequest) -> Clients | None:
+    """None for the in-memory fake; the emulator's clients for DynamoDB, requested only
+    then, so that the memory variant boots no emulator (and runs in `make test-fast`)."""
     if request.param == "memory":
+        return None
+    aws: Clients = request.getfixturevalue("aws_clients")
+    return aws
+
+
+@pytest.fixture
+async def table(clients: Clients | None) -> AsyncIterator[Table]:
+    """An empty, existing lease table on each backend."""
+    if clients is None:
         memory = MemoryLeaseStore()
 
         async def drop_memory() -> None:
@@ -42,7 +53,7 @@ async def table(request: pytest.FixtureRequest, aws_clients: object) -> AsyncIte
         await memory.ensure_table()
         yield Table(memory, drop_memory)
         return
-    client = aws_clients.dynamodb  # type: ignore[attr-defined]
+    client = clients.dynamodb
     name = f"leases-{uuid.uuid4().hex[:12]}"
     dynamo = DynamoLeaseStore(client, name)
 
@@ -172,9 +183,10 @@ async def test_deleted_lease_and_table_fence_the_old_owner(table: Table) -> None
     assert await table.store.list_leases() == []
 
 
-async def test_kcl_null_owner_is_read_as_unowned(aws_clients: object) -> None:
+@pytest.mark.emulator
+async def test_kcl_null_owner_is_read_as_unowned(aws_clients: Clients) -> None:
     """A KCL table's literal "NULL" owner is adopted as a free lease."""
-    client = aws_clients.dynamodb  # type: ignore[attr-defined]
+    client = aws_clients.dynamodb
     name = f"kcl-{uuid.uuid4().hex[:12]}"
     store = DynamoLeaseStore(client, name)
     await store.ensure_table()

@@ -228,6 +228,7 @@ def test_s3_if_none_match_rejects_the_second_put(s3: Any) -> None:
     assert s3.get_object(Bucket=bucket, Key="k.jsonl.gz")["Body"].read() == b"first"
 
 
+@pytest.mark.processes  # a stack of its own
 def test_stop_kills_exactly_its_children_and_is_idempotent() -> None:
     """stop() ends the PIDs the stack started; calling it again is harmless."""
     stack = LocalStack().start()
@@ -251,6 +252,7 @@ def test_missing_node_modules_says_how_to_install(
         LocalStack().start()
 
 
+@pytest.mark.processes  # a stack of its own
 def test_child_failing_to_start_reports_its_stderr() -> None:
     """A child that exits during start-up raises an error carrying its stderr tail,
     and nothing is left running."""
@@ -261,6 +263,7 @@ def test_child_failing_to_start_reports_its_stderr() -> None:
     assert stack.pids == {}
 
 
+@pytest.mark.processes  # a stack of its own
 def test_run_local_stack_prints_exports_and_stops_on_sigterm() -> None:
     """`lander local-stack`'s entry prints export lines, serves, and exits 0 on SIGTERM."""
     code = "from consumer.emulators import run_local_stack; raise SystemExit(run_local_stack())"

@@ -5,32 +5,42 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from consumer.aws import Clients
 from consumer.landing.files import FileObjectStore
 from consumer.landing.objects import ArchiveUri, MemoryObjectStore, ObjectStore, PutOutcome
 from consumer.landing.s3 import S3ObjectStore
 
 
-@pytest.fixture(params=["memory", "file", "s3"])
-async def store(
-    request: pytest.FixtureRequest, aws_clients: Any, tmp_path: Path
-) -> AsyncIterator[ObjectStore]:
+@pytest.fixture(params=["memory", "file", pytest.param("s3", marks=pytest.mark.emulator)])
+def clients(request: pytest.FixtureRequest) -> tuple[str, Clients | None]:
+    """The backend's name, and the emulator's clients for S3 only: requested only then,
+    so that the other variants boot no emulator (and run in `make test-fast`)."""
+    if request.param != "s3":
+        return request.param, None
+    aws: Clients = request.getfixturevalue("aws_clients")
+    return request.param, aws
+
+
+@pytest.fixture
+async def store(clients: tuple[str, Clients | None], tmp_path: Path) -> AsyncIterator[ObjectStore]:
     """An empty archive on each backend."""
-    if request.param == "memory":
+    backend, aws = clients
+    if backend == "memory":
         yield MemoryObjectStore()
-    elif request.param == "file":
+    elif backend == "file":
         yield FileObjectStore(tmp_path / "archive")
     else:
+        assert aws is not None
         bucket = f"archive-{uuid.uuid4().hex[:12]}"
-        await aws_clients.s3.create_bucket(Bucket=bucket)
+        await aws.s3.create_bucket(Bucket=bucket)
         # A small multipart threshold so the contract covers that path too.
         yield S3ObjectStore(
-            aws_clients.s3, bucket, multipart_threshold=6 * 1024 * 1024, part_size=5 * 1024 * 1024
+            aws.s3, bucket, multipart_threshold=6 * 1024 * 1024, part_size=5 * 1024 * 1024
         )
 
 
@@ -79,7 +89,8 @@ async def test_missing_key_is_a_key_error(store: ObjectStore) -> None:
         await store.get("nothing/here")
 
 
-async def test_s3_lists_past_one_page(aws_clients: Any) -> None:
+@pytest.mark.emulator
+async def test_s3_lists_past_one_page(aws_clients: Clients) -> None:
     """Listing follows continuation tokens past 1,000 keys."""
     bucket = f"many-{uuid.uuid4().hex[:12]}"
     await aws_clients.s3.create_bucket(Bucket=bucket)
@@ -132,7 +143,9 @@ async def test_probe_fails_where_conditional_writes_are_ignored() -> None:
     from consumer.landing.objects import ObjectStoreError, probe
 
     class Ignoring(MemoryObjectStore):
-        async def put_if_absent(self, key: str, body: bytes, metadata: Any) -> PutOutcome:
+        async def put_if_absent(
+            self, key: str, body: bytes, metadata: Mapping[str, str]
+        ) -> PutOutcome:
             self.objects[key] = body
             return PutOutcome.CREATED
 
@@ -153,7 +166,8 @@ async def test_unwritable_folder_is_a_non_retriable_store_error(tmp_path: Path) 
     assert not caught.value.retriable
 
 
-async def test_missing_bucket_is_a_non_retriable_store_error(aws_clients: Any) -> None:
+@pytest.mark.emulator
+async def test_missing_bucket_is_a_non_retriable_store_error(aws_clients: Clients) -> None:
     """A bucket that does not exist fails the probe at once (NoSuchBucket is not
     retried), with the error code in the message."""
     from consumer.landing.objects import ObjectStoreError, probe

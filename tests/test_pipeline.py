@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.cluster import REPO, Cluster, wait_until
 
-pytestmark = [pytest.mark.emulator, pytest.mark.processes]
+pytestmark = [pytest.mark.emulator, pytest.mark.processes, pytest.mark.spark]  # spark-submit
 
 
 def _archive_lines(root: Path) -> list[dict[str, Any]]:
@@ -114,7 +114,7 @@ def test_landed_compacted_and_analysed(aws_env: dict[str, str], tmp_path: Path) 
     ]
     ids = Counter(
         json.loads(data)["id"]
-        for (data,) in duckdb.sql(f"select data from read_parquet({files})").fetchall()
+        for (data,) in duckdb.execute(f"select data from read_parquet({files})").fetchall()
     )
     assert ids == Counter(unique)
     manifests = [

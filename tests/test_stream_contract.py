@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 
+from consumer.aws import Clients
 from consumer.kinesis import KinesisStream
 from consumer.memory_stream import MAX_HASH, MemoryStream
 from consumer.sequence import Position, Sentinel
 from consumer.stream import StartAt, StreamClient
+
+if TYPE_CHECKING:
+    from types_aiobotocore_kinesis import KinesisClient
 
 
 class Backend(Protocol):
@@ -37,7 +41,7 @@ class MemoryBackend:
 
 
 class KinesisBackend:
-    def __init__(self, client: Any, name: str) -> None:
+    def __init__(self, client: KinesisClient, name: str) -> None:
         self.client = client
         self.name = name
         self.stream: StreamClient = KinesisStream(client, name)
@@ -61,15 +65,25 @@ class KinesisBackend:
         await self.wait_active()
 
 
-@pytest.fixture(params=["memory", "kinesis"])
-async def backend(request: pytest.FixtureRequest, aws_clients: Any) -> AsyncIterator[Backend]:
-    """A fresh 2-shard stream on each backend."""
+@pytest.fixture(params=["memory", pytest.param("kinesis", marks=pytest.mark.emulator)])
+def clients(request: pytest.FixtureRequest) -> Clients | None:
+    """None for the in-memory fake; the emulator's clients for kinesalite, requested
+    only then, so that the memory variant boots no emulator (and runs in `make test-fast`)."""
     if request.param == "memory":
+        return None
+    aws: Clients = request.getfixturevalue("aws_clients")
+    return aws
+
+
+@pytest.fixture
+async def backend(clients: Clients | None) -> AsyncIterator[Backend]:
+    """A fresh 2-shard stream on each backend."""
+    if clients is None:
         yield MemoryBackend(2)
         return
     name = f"contract-{uuid.uuid4().hex[:10]}"
-    kinesis = KinesisBackend(aws_clients.kinesis, name)
-    await aws_clients.kinesis.create_stream(StreamName=name, ShardCount=2)
+    kinesis = KinesisBackend(clients.kinesis, name)
+    await clients.kinesis.create_stream(StreamName=name, ShardCount=2)
     await kinesis.wait_active()
     yield kinesis
 

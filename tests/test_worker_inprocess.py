@@ -89,7 +89,10 @@ async def test_processor_failure_restarts_the_shard_from_its_checkpoint() -> Non
     store, journal = MemoryLeaseStore(), Journal(fail_first=1)
     worker = _worker(stream, store, journal)
     task = asyncio.create_task(worker.run())
-    delivered = lambda: {p.sequence for _, p, _ in journal.delivered}  # noqa: E731
+
+    def delivered() -> set[int]:
+        return {p.sequence for _, p, _ in journal.delivered}
+
     await _until(lambda: set(sequences) <= delivered() and len(journal.delivered) > 10)
     worker.request_stop()
     await task

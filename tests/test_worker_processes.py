@@ -177,8 +177,8 @@ def test_split_and_merge_every_record_parents_before_children(
     }
     assert sum(1 for parents in lineage.values() if len(parents) == 2) == 1, lineage
     deliveries = cluster.deliveries()
-    first_seen = {}
-    last_seen = {}
+    first_seen: dict[str, float] = {}
+    last_seen: dict[str, float] = {}
     for d in deliveries:
         first_seen.setdefault(d.shard, d.t)
         last_seen[d.shard] = max(last_seen.get(d.shard, 0.0), d.t)

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -34,6 +34,9 @@ from consumer.demo import Say, WorkerProcess
 from consumer.emulators import LocalStack
 from consumer.produce import Place, Produced, Producer, ProduceSpec
 from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 EVENTS = ("kill", "freeze", "term", "join", "split", "merge", "delete_leases", "misconfigured")
 
@@ -167,7 +170,7 @@ class Chaos:
 
     # -- the run ---------------------------------------------------------------------
 
-    def run(self, spark: Any | None = None) -> Outcome:
+    def run(self, spark: SparkSession | None = None) -> Outcome:
         """Run the profile, check the archive, compact, check the output."""
         started = time.monotonic()
         self.say(f"chaos {self.profile.name}: seed {self.seed}")
@@ -479,7 +482,7 @@ class Chaos:
         return landed, dead, files
 
     def _keys(self) -> list[str]:
-        keys = []
+        keys: list[str] = []
         paginator = self.direct["s3"].get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.bucket):
             keys.extend(
@@ -538,7 +541,7 @@ class Chaos:
             path.write_bytes(s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
         return root / "landed"
 
-    def _compact(self, archive: Path, spark: Any | None) -> None:
+    def _compact(self, archive: Path, spark: SparkSession | None) -> None:
         from sparkjobs.compact import CompactJob, compact
         from sparkjobs.compacted import read
         from sparkjobs.io import filesystem_for
@@ -577,6 +580,6 @@ class Chaos:
         )
 
 
-def run(profile: Profile, seed: int, workdir: Path, spark: Any | None = None) -> Outcome:
+def run(profile: Profile, seed: int, workdir: Path, spark: SparkSession | None = None) -> Outcome:
     """Run one chaos profile; returns the outcome (its ``report()`` is printable)."""
     return Chaos(profile, seed, workdir).run(spark)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.chaos.scenario import SHORT, run, soak
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def _seed() -> int:
@@ -18,7 +22,9 @@ def _seed() -> int:
 @pytest.mark.emulator
 @pytest.mark.processes
 @pytest.mark.timeout(900)
-def test_short_chaos_run_lands_every_record_exactly_once(tmp_path: Path, spark: object) -> None:
+def test_short_chaos_run_lands_every_record_exactly_once(
+    tmp_path: Path, spark: SparkSession
+) -> None:
     """kill -9, SIGSTOP past failover, SIGTERM, a join, a split, a merge, deleted lease
     items and faults on every AWS call: the archive holds each record once by position
     and the compaction each event id once."""
@@ -28,6 +34,9 @@ def test_short_chaos_run_lands_every_record_exactly_once(tmp_path: Path, spark: 
 
 
 @pytest.mark.soak
+@pytest.mark.emulator  # a LocalStack of its own, worker processes, a Spark session
+@pytest.mark.processes
+@pytest.mark.spark
 @pytest.mark.timeout(4 * 3600)
 def test_soak(tmp_path: Path) -> None:
     """CHAOS_MINUTES (default 30) of chaos at 650 records/s: 1M+ records."""
