@@ -16,6 +16,11 @@ itself, so a processor only has to finish (land, flush) what it holds.
 An exception from a processor call is logged with the shard and worker ids, and the
 shard restarts from its last checkpoint after a backoff: records after the checkpoint
 are delivered again, none is skipped.
+
+The contract imports nothing of the worker at run time: :class:`Checkpointer` is a
+Protocol (the worker's lease-fenced one is
+:class:`consumer.shard_consumer.LeaseCheckpointer`), so a processor and its tests
+need only this module, :mod:`consumer.records` and :mod:`consumer.sequence`.
 """
 
 from __future__ import annotations
@@ -25,30 +30,22 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from consumer.aws import Clients
-from consumer.config import Settings
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.metrics import LanderMetrics
 from consumer.records import Record
-from consumer.sequence import Checkpoint, Position, Sentinel
+from consumer.sequence import Checkpoint, Position
+
+if TYPE_CHECKING:
+    from consumer.aws import Clients
+    from consumer.config import Settings
+    from consumer.metrics import LanderMetrics
 
 
-class Checkpointer:
-    """Records a shard's progress in its lease, fenced by the lease counter."""
+class Checkpointer(Protocol):
+    """Records a shard's progress in its lease, fenced by the lease counter.
 
-    def __init__(
-        self,
-        coordinator: LeaseCoordinator,
-        shard_id: str,
-        last_delivered: Callable[[], Position | None],
-        on_checkpoint: Callable[[Checkpoint], None] | None = None,
-    ) -> None:
-        self._coordinator = coordinator
-        self.shard_id = shard_id
-        self._last_delivered = last_delivered
-        self._on_checkpoint = on_checkpoint
+    The worker passes one to every call that may checkpoint; tests pass their own.
+    """
 
     async def checkpoint(self, position: Position | None = None) -> None:
         """Checkpoint ``position`` (default: the last record delivered to the processor).
@@ -56,15 +53,6 @@ class Checkpointer:
         Raises ``ValueError`` for a position beyond what was delivered, and
         ``LeaseLostError`` when the lease is no longer ours.
         """
-        last = self._last_delivered()
-        target = position if position is not None else last
-        if target is None:
-            return
-        if last is None or target > last:
-            raise ValueError(f"cannot checkpoint {target}: last delivered is {last}")
-        await self._coordinator.checkpoint(self.shard_id, target)
-        if self._on_checkpoint is not None:
-            self._on_checkpoint(target)
 
     async def ensure_lease(self) -> None:
         """Raise ``LeaseLostError`` unless the lease is certainly ours right now.
@@ -72,18 +60,6 @@ class Checkpointer:
         Call it right before a side effect that must not happen twice (an S3 put):
         after a pause it renews first, so a woken zombie learns it lost the lease.
         """
-        await self._coordinator.ensure_valid(self.shard_id)
-
-    @property
-    def current(self) -> Checkpoint:
-        """The checkpoint currently stored in the lease."""
-        return self._coordinator.lease(self.shard_id).checkpoint
-
-    async def mark_shard_end(self) -> None:
-        """Checkpoint SHARD_END; the worker calls this after ``shard_ended``."""
-        await self._coordinator.checkpoint(self.shard_id, Sentinel.SHARD_END)
-        if self._on_checkpoint is not None:
-            self._on_checkpoint(Sentinel.SHARD_END)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import asyncio
 import bisect
 import enum
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -24,14 +25,13 @@ import structlog
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.model import LeaseLostError
 from consumer.processor import (
-    Checkpointer,
     InitializationInput,
     ProcessRecordsInput,
     RecordProcessor,
 )
 from consumer.reader import Batch, ShardReader
 from consumer.records import Record
-from consumer.sequence import Checkpoint, Position
+from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import StreamClient
 
 if TYPE_CHECKING:
@@ -57,6 +57,50 @@ class Outcome(enum.StrEnum):
     ENDED = "ended"
     STOPPED = "stopped"
     LOST = "lost"
+
+
+class LeaseCheckpointer:
+    """The worker's :class:`~consumer.processor.Checkpointer`: checkpoints go through
+    the lease coordinator, fenced by the lease counter."""
+
+    def __init__(
+        self,
+        coordinator: LeaseCoordinator,
+        shard_id: str,
+        last_delivered: Callable[[], Position | None],
+        on_checkpoint: Callable[[Checkpoint], None] | None = None,
+    ) -> None:
+        self._coordinator = coordinator
+        self.shard_id = shard_id
+        self._last_delivered = last_delivered
+        self._on_checkpoint = on_checkpoint
+
+    async def checkpoint(self, position: Position | None = None) -> None:
+        """Checkpoint ``position`` (default: the last record delivered)."""
+        last = self._last_delivered()
+        target = position if position is not None else last
+        if target is None:
+            return
+        if last is None or target > last:
+            raise ValueError(f"cannot checkpoint {target}: last delivered is {last}")
+        await self._coordinator.checkpoint(self.shard_id, target)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(target)
+
+    async def ensure_lease(self) -> None:
+        """Raise LeaseLostError unless the lease is certainly ours right now."""
+        await self._coordinator.ensure_valid(self.shard_id)
+
+    @property
+    def current(self) -> Checkpoint:
+        """The checkpoint currently stored in the lease."""
+        return self._coordinator.lease(self.shard_id).checkpoint
+
+    async def mark_shard_end(self) -> None:
+        """Checkpoint SHARD_END; the worker calls this after ``shard_ended``."""
+        await self._coordinator.checkpoint(self.shard_id, Sentinel.SHARD_END)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(Sentinel.SHARD_END)
 
 
 @dataclass(slots=True)
@@ -134,7 +178,7 @@ class ShardConsumer:
         start = coordinator.lease(shard_id).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None
         """The last position handed to the processor (the reader may be further on)."""
-        self.checkpointer = Checkpointer(
+        self.checkpointer = LeaseCheckpointer(
             coordinator, shard_id, lambda: self.delivered, self._checkpointed
         )
         self.records_delivered = 0

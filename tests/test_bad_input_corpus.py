@@ -282,8 +282,8 @@ async def test_case_is_landed_or_dead_lettered_and_the_shard_moves_on(
         [r for r in records if r.position.sequence == sequence],
         [r for r in records if r.position.sequence == good_sequence],
     ):
-        await lander.process_records(ProcessRecordsInput(page, checkpoints, 0))  # type: ignore[arg-type]
-    await lander.shutdown_requested(checkpoints)  # type: ignore[arg-type]
+        await lander.process_records(ProcessRecordsInput(page, checkpoints, 0))
+    await lander.shutdown_requested(checkpoints)
 
     placed = [Placed(case, SHARD, sequence), Placed(after, SHARD, good_sequence)]
     _verify(placed, mode, Archive.read(_folder_objects(archive_root)))

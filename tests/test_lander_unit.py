@@ -92,8 +92,8 @@ async def test_retriable_put_failures_are_retried_until_landed(
     store = FlakyStore(failures=3)
     lander, metrics = await _lander(store)
     checkpoints = Checkpoints()
-    await lander.process_records(ProcessRecordsInput(_records(5), checkpoints, 0))  # type: ignore[arg-type]
-    await lander.shutdown_requested(checkpoints)  # type: ignore[arg-type]
+    await lander.process_records(ProcessRecordsInput(_records(5), checkpoints, 0))
+    await lander.shutdown_requested(checkpoints)
     assert store.attempts == 4
     assert len(store.objects) == 1
     assert metrics.value("lander_records_landed", shard_id=SHARD) == 5
@@ -107,7 +107,7 @@ async def test_non_retriable_put_failure_surfaces_without_checkpoint() -> None:
     lander, _ = await _lander(store)
     checkpoints = Checkpoints()
     with pytest.raises(ObjectStoreError):
-        await lander.process_records(ProcessRecordsInput(_records(6), checkpoints, 0))  # type: ignore[arg-type]
+        await lander.process_records(ProcessRecordsInput(_records(6), checkpoints, 0))
     assert checkpoints.positions == []
 
 
@@ -117,7 +117,7 @@ async def test_lease_lost_before_a_put_lands_nothing_more() -> None:
     lander, metrics = await _lander(store)
     checkpoints = Checkpoints(valid_checks=2)  # first put + its checkpoint
     with pytest.raises(LeaseLostError):
-        await lander.process_records(ProcessRecordsInput(_records(12), checkpoints, 0))  # type: ignore[arg-type]
+        await lander.process_records(ProcessRecordsInput(_records(12), checkpoints, 0))
     await lander.lease_lost()
     assert len(store.objects) == 1
     assert checkpoints.positions == [Position(10**55 + 4)]
@@ -131,8 +131,8 @@ async def test_producer_duplicates_dropped_by_event_id_and_counted() -> None:
     lander, metrics = await _lander(store, event_id_pointer="/id", dedup_window=100)
     checkpoints = Checkpoints()
     records = _records(5, ids=["a", "b", "a", "c", "b"])
-    await lander.process_records(ProcessRecordsInput(records, checkpoints, 0))  # type: ignore[arg-type]
-    await lander.shutdown_requested(checkpoints)  # type: ignore[arg-type]
+    await lander.process_records(ProcessRecordsInput(records, checkpoints, 0))
+    await lander.shutdown_requested(checkpoints)
     (body,) = store.objects.values()
     lines = [json.loads(line) for line in gzip.decompress(body).splitlines()]
     assert [line["event_id"] for line in lines] == ["a", "b", "c"]

@@ -103,8 +103,8 @@ async def _run_until_crash(
     try:
         for offset in range(0, len(todo), batch):
             chunk = todo[offset : offset + batch]
-            await lander.process_records(ProcessRecordsInput(chunk, checkpointer, 0))  # type: ignore[arg-type]
-        await lander.shutdown_requested(checkpointer)  # type: ignore[arg-type]
+            await lander.process_records(ProcessRecordsInput(chunk, checkpointer, 0))
+        await lander.shutdown_requested(checkpointer)
     except CrashError:
         return False
     return True
@@ -175,8 +175,8 @@ def test_table_loss_replay_from_the_start_lands_nothing_twice() -> None:
         lander = Lander(config, store, "archive", metrics, clock=lambda: 0.0)
         fresh = FakeCheckpointer()
         await lander.initialize(InitializationInput(SHARD, "w", "TRIM_HORIZON"))  # type: ignore[arg-type]
-        await lander.process_records(ProcessRecordsInput(records, fresh, 0))  # type: ignore[arg-type]
-        await lander.shutdown_requested(fresh)  # type: ignore[arg-type]
+        await lander.process_records(ProcessRecordsInput(records, fresh, 0))
+        await lander.shutdown_requested(fresh)
         assert store.objects == before
         assert metrics.value("lander_duplicates_dropped", shard_id=SHARD, cause="replay") == 40
         minutes = len({(T0 + timedelta(seconds=7 * i)).replace(second=0) for i in range(40)})
