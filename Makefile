@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
-EMULATORS := consumer/emulators
+EMULATORS := consumer/cli/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 

@@ -1,6 +1,6 @@
 """AWS requests per shard-minute: the real lander under a trickle, against KCL's defaults.
 
-Three workers (``consumer.worker.Worker`` with the built-in lander, as ``lander run``
+Three workers (``consumer.lifecycle.worker.Worker`` with the built-in lander, as ``lander run``
 builds them, each with its own clients, lease-table identity and metrics) run in this
 process on the embedded stack, on a 4-shard stream that a producer feeds with 5 records
 per second per shard, with the product's default timings. Every AWS call the workers
@@ -171,11 +171,11 @@ async def _run_workers(
 ) -> dict[str, Any]:
     from consumer.aws import Clients
     from consumer.config import load_settings
-    from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
+    from consumer.lifecycle.processor import WorkerContext, load_processor
+    from consumer.lifecycle.worker import Worker, tune_gc
     from consumer.metrics import LanderMetrics
-    from consumer.processor import WorkerContext, load_processor
-    from consumer.worker import Worker, tune_gc
+    from consumer.stream.kinesis import KinesisStream
 
     table_name = f"{stream}-leases"
     workers: list[Any] = []

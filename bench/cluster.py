@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from consumer.cli.harness import stop_processes
 from consumer.leases.model import WORKER_KEY_PREFIX
-from tests.support.cluster import stop_processes
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Compaction of a generated day: the Spark job against DuckDB doing the same, same run.
 
-One archive (tests/support/archives.py: real keys, real lines, transport copies,
+One archive (bench/archives.py: real keys, real lines, transport copies,
 producer re-sends, KPL aggregates) is compacted three times:
 
 1. DuckDB, in this process (:mod:`bench.compaction_duckdb`): read with a schema, dedupe
@@ -24,9 +24,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from bench.archives import generate_archive
 from bench.compaction_duckdb import compact_with_duckdb
 from bench.report import progress
-from tests.support.archives import generate_archive
 
 DAY = date(2026, 11, 21)
 STREAM = "orders"

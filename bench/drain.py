@@ -9,7 +9,7 @@ the machine hits them alike.
   shard GetShardIterator(TRIM_HORIZON), then GetRecords(Limit=10000) at most every
   0.2 s (the 5 calls/s/shard rule the worker also obeys) until the shard's records are
   all read; every shard at once.
-* **worker**: ``consumer.worker.Worker`` on a fresh lease table with a counting
+* **worker**: ``consumer.lifecycle.worker.Worker`` on a fresh lease table with a counting
   processor that checkpoints once per batch. At the 10,000-record pages of this drain
   that is what the lander does too (it checkpoints once per landed file, and a file
   holds at most 10,000 records). Timed from ``run()`` to the moment the processor has
@@ -53,12 +53,12 @@ from bench.peers import ASYNC_KINESIS_DRAIN, PeersUnavailableError, ensure_peers
 from bench.report import RESULTS, fmt, heading, median, progress, table
 from consumer.aws import Clients, aws_session, client_config, region
 from consumer.config import load_settings
-from consumer.kinesis import KinesisStream
 from consumer.leases.dynamo import DynamoLeaseStore
-from consumer.processor import Checkpointer, InitializationInput, ProcessRecordsInput
-from consumer.reader import MIN_CALL_INTERVAL
+from consumer.lifecycle.processor import Checkpointer, InitializationInput, ProcessRecordsInput
+from consumer.lifecycle.worker import Worker, tune_gc
 from consumer.stream import RecordsPage, Shard, StartAt
-from consumer.worker import Worker, tune_gc
+from consumer.stream.kinesis import KinesisStream
+from consumer.stream.reader import MIN_CALL_INTERVAL
 
 TARGET_RATIO = 0.9
 PUT_BATCH = 500

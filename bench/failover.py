@@ -30,7 +30,7 @@ from typing import Any
 from bench.cluster import LeaseTable, Producer, Recordings, Workers
 from bench.local_aws import LocalAws, boto3_client, create_stream, shard_hash_keys
 from bench.report import RESULTS, fmt, median, progress, table
-from tests.support.cluster import wait_until
+from consumer.cli.harness import wait_until
 
 
 @dataclass(frozen=True)

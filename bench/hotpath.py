@@ -18,11 +18,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from consumer.kpl import aggregate
 from consumer.landing.batcher import GZIP_LEVEL, Batcher, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
-from consumer.records import user_records
 from consumer.stream import KinesisRecord
+from consumer.stream.kpl import aggregate
+from consumer.stream.records import user_records
 
 PAYLOAD_BYTES = 200
 T0 = datetime(2026, 11, 22, 6, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import boto3
 
-from consumer.emulators import LocalStack
+from consumer.cli.emulators import LocalStack
 
 LOOPBACK = "127.0.0.1"
 

@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from consumer.emulators.stack import NODE_MODULES
+from consumer.cli.emulators.stack import NODE_MODULES
 
 PACKAGES = (
     "aiobotocore",

@@ -332,7 +332,7 @@ def problems(exc: ValidationError) -> list[str]:
 
 SETTINGS_MODULES = ("consumer.config", "sparkjobs.settings")
 """Where the settings classes live; every ``BaseSettings`` subclass defined there counts
-(as for docs/configuration.md, see consumer.configdoc)."""
+(as for docs/configuration.md, see consumer.cli.configdoc)."""
 
 ENVIRONMENT_ONLY: dict[str, str] = {
     "LANDER_SPARK_DRIVER_MEMORY": "sparkjobs/session.py: driver memory of a local Spark "
@@ -399,7 +399,7 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 class ProduceSettings(BaseSettings):
-    """``lander produce``: where to write, how much and how fast (see consumer.produce)."""
+    """``lander produce``: where to write, how much and how fast (see consumer.cli.produce)."""
 
     model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
 

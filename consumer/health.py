@@ -18,8 +18,8 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
+    from consumer.lifecycle.worker import Health
     from consumer.metrics import LanderMetrics
-    from consumer.worker import Health
 
 log = structlog.get_logger("consumer.health")
 

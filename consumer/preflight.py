@@ -33,7 +33,7 @@ from botocore.exceptions import (
 from consumer.aws import error_code
 from consumer.errors import RefusedError
 from consumer.leases.store import LeaseStore, LeaseStoreError, TableMissingError
-from consumer.processor import Probe
+from consumer.lifecycle.processor import Probe
 from consumer.sequence import Sentinel
 from consumer.stream import (
     StartAt,

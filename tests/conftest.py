@@ -22,7 +22,7 @@ import pytest_asyncio
 from hypothesis import settings
 
 from consumer.aws import Clients
-from consumer.emulators import LocalStack
+from consumer.cli.emulators import LocalStack
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from consumer.archive import envelope, layout, reader
 from consumer.archive.envelope import LandedLine, encode_line, format_ts, parse_line
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
-from consumer.records import Record
 from consumer.sequence import Position
+from consumer.stream.records import Record
 
 EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 
@@ -185,11 +185,11 @@ def test_the_spark_schema_is_the_field_list() -> None:
 
 
 def test_the_test_archive_generator_writes_the_format(tmp_path: Path) -> None:
-    """tests/support/archives.py writes its lines with its own fast code, apart from the
+    """bench/archives.py writes its lines with its own fast code, apart from the
     lander's: every line it lands reads back through the format's reader."""
     from datetime import date
 
-    from tests.support.archives import generate_archive
+    from bench.archives import generate_archive
 
     truth = generate_archive(
         tmp_path,

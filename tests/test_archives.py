@@ -1,4 +1,4 @@
-"""The archive generator of tests/support/archives.py, checked against an independent reader.
+"""The archive generator of bench/archives.py, checked against an independent reader.
 
 ``reference`` re-reads an archive with nothing but ``gzip`` and ``json`` and applies
 the truth's rules from scratch (which lines a reader keeps, which copy of an event
@@ -19,11 +19,7 @@ from typing import Any
 
 import pytest
 
-from consumer.archive.layout import parse_key
-from consumer.landing.envelope import Encoder, EventIdPointer
-from consumer.records import Record
-from consumer.sequence import Position
-from tests.support.archives import (
+from bench.archives import (
     EVENT_ID_POINTER,
     Truth,
     add_late_file,
@@ -33,6 +29,10 @@ from tests.support.archives import (
     not_gzip,
     truncate,
 )
+from consumer.archive.layout import parse_key
+from consumer.landing.envelope import Encoder, EventIdPointer
+from consumer.sequence import Position
+from consumer.stream.records import Record
 
 DAY = date(2026, 11, 22)
 RECORDS_PER_FILE = 8

@@ -32,19 +32,20 @@ from typing import Any, cast
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from consumer.cli.harness import wait_until
 from consumer.config import load_settings
 from consumer.landing.envelope import DeadLetter, Encoder
 from consumer.landing.files import FileObjectStore
 from consumer.landing.lander import Lander
 from consumer.leases.memory import MemoryLeaseStore
-from consumer.memory_stream import MAX_HASH, MemoryStream
+from consumer.lifecycle.processor import InitializationInput, ProcessRecordsInput, RecordProcessor
+from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
-from consumer.processor import InitializationInput, ProcessRecordsInput, RecordProcessor
-from consumer.reader import Batch, ShardReader
-from consumer.records import Record
 from consumer.sequence import Position, Sentinel
-from consumer.worker import Worker
-from tests.support.cluster import Cluster, wait_until
+from consumer.stream.memory import MAX_HASH, MemoryStream
+from consumer.stream.reader import Batch, ShardReader
+from consumer.stream.records import Record
+from tests.support.cluster import Cluster
 from tests.support.corpus import CASES, MAX_RECORD, MODES, POINTER, Case, Mode, by_name, good
 
 SHARD = "shardId-000000000000"

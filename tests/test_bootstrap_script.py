@@ -3,7 +3,7 @@
 moto serves Kinesis, DynamoDB and S3 on one port, as LocalStack's edge port does, so
 the script is pointed at it exactly as docker-compose points it at LocalStack: through
 ``LOCALSTACK_HOST`` read by localstack-client. The server is the project's serialised
-moto (``python -m consumer.emulators.moto_server``), started here as a child on
+moto (``python -m consumer.cli.emulators.moto_server``), started here as a child on
 127.0.0.1 with an ephemeral port and stopped by its PID.
 """
 
@@ -40,7 +40,7 @@ def moto_port() -> Iterator[int]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "consumer.emulators.moto_server"],
+        [sys.executable, "-m", "consumer.cli.emulators.moto_server"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """The compaction and analysis jobs in local[2] on file://, checked with DuckDB.
 
-Archives come from tests/support/archives.py, whose truth says what a correct
+Archives come from bench/archives.py, whose truth says what a correct
 compaction keeps. The output is read back through the published pointers with DuckDB,
 never with Spark.
 """
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pytest
 
+from bench import archives
+from bench.archives import Truth, generate_archive
 from sparkjobs.analyse import AnalyseJob, analyse
 from sparkjobs.compact import CompactionError, CompactJob, RunManifest, compact
 from sparkjobs.compacted import current_files, window_entries
 from sparkjobs.io import LocalFilesystem
 from sparkjobs.window import Window
-from tests.support import archives
-from tests.support.archives import Truth, generate_archive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -10,8 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from bench.archives import Truth, generate_archive, malformed, truncate
 from bench.compaction_duckdb import compact_with_duckdb
-from tests.support.archives import Truth, generate_archive, malformed, truncate
 
 DAY = date(2026, 11, 22)
 

@@ -11,7 +11,7 @@ import pytest
 from pydantic import AliasChoices, BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from consumer import configdoc
+from consumer.cli import configdoc
 from consumer.config import Settings, default_worker_id
 from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, yesterday
 
@@ -150,11 +150,11 @@ def test_check_passes_on_the_page_and_fails_on_a_changed_copy(
 
 @pytest.mark.processes
 def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
-    """`python -m consumer.configdoc --check` exits 1 on a stale file."""
+    """`python -m consumer.cli.configdoc --check` exits 1 on a stale file."""
     stale = tmp_path / "configuration.md"
     stale.write_text("# Configuration reference\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "consumer.configdoc", "--check", str(stale)],
+        [sys.executable, "-m", "consumer.cli.configdoc", "--check", str(stale)],
         cwd=REPO,
         capture_output=True,
         text=True,

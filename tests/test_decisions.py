@@ -18,8 +18,8 @@ from consumer.leases.decisions import (
 )
 from consumer.leases.model import Lease
 from consumer.sequence import Position, Sentinel
-from consumer.shards import plan_new_leases
 from consumer.stream import Shard
+from consumer.stream.shards import plan_new_leases
 
 WORKERS = ["me", "a", "b", "c"]
 Table = tuple[list[Lease], dict[str, Seen], set[str], float]

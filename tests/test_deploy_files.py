@@ -341,8 +341,8 @@ def test_worker_role_covers_every_dynamodb_call_of_the_lease_store() -> None:
 
 def test_worker_role_covers_the_kinesis_and_s3_calls() -> None:
     granted = policy_actions("WorkerRole")
-    kinesis = {f"kinesis:{camel(call)}" for call in client_calls("consumer/kinesis.py")}
-    assert kinesis, "consumer/kinesis.py makes no call?"
+    kinesis = {f"kinesis:{camel(call)}" for call in client_calls("consumer/stream/kinesis.py")}
+    assert kinesis, "consumer/stream/kinesis.py makes no call?"
     assert kinesis <= granted, f"missing: {sorted(kinesis - granted)}"
     s3 = {
         S3_ACTIONS.get(call, f"s3:{camel(call)}") for call in client_calls("consumer/landing/s3.py")

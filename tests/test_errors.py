@@ -18,17 +18,17 @@ from consumer.leases.dynamo import DynamoLeaseStore
 from consumer.leases.store import LeaseStoreError
 from consumer.sequence import Sentinel
 
-# Not the daemon's: the operator tools' own errors, and two ValueErrors of pure parsers
-# that are caught where they are raised (a KPL record becomes a dead letter; the
-# archive format package imports nothing of the daemon, by design).
-OUTSIDE = {"DemoError", "LocalStackError", "KplError", "LineError"}
+# Two ValueErrors of pure parsers, caught where they are raised (a KPL record becomes a
+# dead letter; the archive format imports nothing of the daemon, by design). The
+# operator layer (consumer.cli) has its own errors and is not walked.
+OUTSIDE = {"KplError", "LineError"}
 
 
 def _daemon_exceptions() -> list[type[BaseException]]:
     found = []
     for info in pkgutil.walk_packages(consumer.__path__, "consumer."):
-        if info.name.startswith("consumer.emulators"):
-            continue
+        if info.name.startswith("consumer.cli") or info.name.endswith("__main__"):
+            continue  # the operator layer (its own errors) and entry points
         module = importlib.import_module(info.name)
         for _, value in inspect.getmembers(module, inspect.isclass):
             if (

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import FAST, REPO, Cluster, wait_until
+from consumer.cli.harness import wait_until
+from tests.support.cluster import FAST, REPO, Cluster
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes]
 

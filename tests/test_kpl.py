@@ -1,7 +1,7 @@
 """The KPL aggregation format: round trips, golden bytes, and every way to reject input.
 
 The protobuf fragments here are built by a small encoder written for the tests, so the
-golden vectors do not merely check ``consumer.kpl`` against itself. Where
+golden vectors do not merely check ``consumer.stream.kpl`` against itself. Where
 ``aws-kinesis-agg`` is installed, its aggregator (the KPL's format ported by AWS) and
 its protobuf message classes serve as an independent reference.
 """
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from consumer.kpl import (
+from consumer.stream.kpl import (
     DIGEST_SIZE,
     KPL_DEFAULT_MAX_BYTES,
     MAGIC,

@@ -16,10 +16,10 @@ from consumer.landing.lander import Lander, RecentEventIds
 from consumer.landing.objects import MemoryObjectStore, ObjectStoreError, PutOutcome
 from consumer.landing.s3 import _wrap
 from consumer.leases.model import LeaseLostError
+from consumer.lifecycle.processor import InitializationInput, ProcessRecordsInput
 from consumer.metrics import LanderMetrics
-from consumer.processor import InitializationInput, ProcessRecordsInput
-from consumer.records import Record
 from consumer.sequence import Position, Sentinel
+from consumer.stream.records import Record
 
 SHARD = "shardId-000000000007"
 T0 = datetime(2026, 11, 22, 6, 0, tzinfo=UTC)

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from consumer.kpl import MAGIC
-from tests.support.cluster import Cluster, wait_until
+from consumer.cli.harness import wait_until
+from consumer.stream.kpl import MAGIC
+from tests.support.cluster import Cluster
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes]
 

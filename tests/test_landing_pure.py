@@ -18,8 +18,8 @@ from consumer.archive.layout import minute_of, object_key, parse_key
 from consumer.landing.batcher import COMPRESS_CHUNK, GZIP_LEVEL, Batcher, LandedRun, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.ranges import RangeSet
-from consumer.records import Record
 from consumer.sequence import Position
+from consumer.stream.records import Record
 
 T0 = datetime(2026, 11, 22, 6, 0, 0, tzinfo=UTC)
 positions = st.builds(Position, st.integers(0, 10**56), st.integers(0, 5))

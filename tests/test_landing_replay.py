@@ -17,10 +17,10 @@ from consumer.archive.layout import DEAD_LETTER
 from consumer.config import load_settings
 from consumer.landing.lander import Lander
 from consumer.landing.objects import MemoryObjectStore, PutOutcome
+from consumer.lifecycle.processor import InitializationInput, ProcessRecordsInput
 from consumer.metrics import LanderMetrics
-from consumer.processor import InitializationInput, ProcessRecordsInput
-from consumer.records import Record
 from consumer.sequence import Position
+from consumer.stream.records import Record
 
 T0 = datetime(2026, 11, 22, 6, 0, 0, tzinfo=UTC)
 SHARD = "shardId-000000000000"

@@ -20,8 +20,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from consumer.emulators import REGION, LocalStack, LocalStackError
-from consumer.emulators import stack as stack_module
+from consumer.cli.emulators import REGION, LocalStack, LocalStackError
+from consumer.cli.emulators import stack as stack_module
 
 pytestmark = pytest.mark.emulator
 
@@ -266,7 +266,7 @@ def test_child_failing_to_start_reports_its_stderr() -> None:
 @pytest.mark.processes  # a stack of its own
 def test_run_local_stack_prints_exports_and_stops_on_sigterm() -> None:
     """`lander local-stack`'s entry prints export lines, serves, and exits 0 on SIGTERM."""
-    code = "from consumer.emulators import run_local_stack; raise SystemExit(run_local_stack())"
+    code = "from consumer.cli.emulators import run_local_stack; raise SystemExit(run_local_stack())"
     with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as proc:
         assert proc.stdout is not None
         lines: list[str] = []

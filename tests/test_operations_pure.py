@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from consumer.cli.produce import Plan, ProduceSpec, UserPut, entries_for
+from consumer.cli.status import render_json, render_table, shard_rows
 from consumer.health import HealthServer
-from consumer.kpl import deaggregate
 from consumer.leases.model import Lease
+from consumer.lifecycle.worker import Health
 from consumer.metrics import LanderMetrics
-from consumer.produce import Plan, ProduceSpec, UserPut, entries_for
 from consumer.sequence import Position, Sentinel
-from consumer.status import render_json, render_table, shard_rows
 from consumer.stream import Shard
-from consumer.worker import Health
+from consumer.stream.kpl import deaggregate
 
 NOW = 1_700_000_000_000
 

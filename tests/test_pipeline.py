@@ -23,7 +23,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.support.cluster import REPO, Cluster, wait_until
+from consumer.cli.harness import wait_until
+from tests.support.cluster import REPO, Cluster
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes, pytest.mark.spark]  # spark-submit
 

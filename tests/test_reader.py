@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from consumer.kpl import aggregate
-from consumer.memory_stream import MemoryStream
-from consumer.reader import Batch, ShardReader
 from consumer.sequence import Position, Sentinel
 from consumer.stream import StreamError, ThrottledError, TransientStreamError
+from consumer.stream.kpl import aggregate
+from consumer.stream.memory import MemoryStream
+from consumer.stream.reader import Batch, ShardReader
 
 SHARD = "shardId-000000000000"
 

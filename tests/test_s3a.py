@@ -26,11 +26,11 @@ import duckdb
 import pytest
 
 from consumer.archive.layout import object_key
-from consumer.emulators import LocalStack
+from consumer.cli.emulators import LocalStack
 from consumer.landing.batcher import gzip_stream
 from consumer.landing.envelope import Encoder, EventIdPointer
-from consumer.records import Record
 from consumer.sequence import Position
+from consumer.stream.records import Record
 from tests.support.s3a import REPO, find_jars, spark_submit_args
 
 JARS = find_jars()

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Protocol
 import pytest
 
 from consumer.aws import Clients
-from consumer.kinesis import KinesisStream
-from consumer.memory_stream import MAX_HASH, MemoryStream
 from consumer.sequence import Position, Sentinel
 from consumer.stream import StartAt, StreamClient
+from consumer.stream.kinesis import KinesisStream
+from consumer.stream.memory import MAX_HASH, MemoryStream
 
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient

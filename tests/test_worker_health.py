@@ -14,12 +14,12 @@ from consumer.landing.objects import MemoryObjectStore, ObjectStoreError, PutOut
 from consumer.leases.identity import DuplicateWorkerError, WorkerClaim
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import WORKER_KEY_PREFIX
-from consumer.memory_stream import MemoryStream
+from consumer.lifecycle.shard_consumer import ShardProgress
+from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
-from consumer.records import Record
 from consumer.sequence import Position, Sentinel
-from consumer.shard_consumer import ShardProgress
-from consumer.worker import Worker
+from consumer.stream.memory import MemoryStream
+from consumer.stream.records import Record
 
 FAST = {
     "failover_seconds": 2.0,
@@ -263,7 +263,7 @@ def test_shard_consumer_pending_follows_partial_checkpoints() -> None:
     """A checkpoint inside a batch leaves exactly the later records pending."""
     from collections import deque
 
-    from consumer.shard_consumer import ShardConsumer
+    from consumer.lifecycle.shard_consumer import ShardConsumer
 
     consumer = ShardConsumer.__new__(ShardConsumer)
     consumer.progress = ShardProgress()

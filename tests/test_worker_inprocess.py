@@ -8,17 +8,17 @@ from dataclasses import dataclass, field
 
 from consumer.config import load_settings
 from consumer.leases.memory import MemoryLeaseStore
-from consumer.memory_stream import MemoryStream
-from consumer.metrics import LanderMetrics
-from consumer.processor import (
+from consumer.lifecycle.processor import (
     Checkpointer,
     InitializationInput,
     ProcessRecordsInput,
     RecordProcessor,
 )
+from consumer.lifecycle.worker import Worker
+from consumer.metrics import LanderMetrics
 from consumer.sequence import Position, Sentinel
 from consumer.stream import RecordsPage, ThrottledError
-from consumer.worker import Worker
+from consumer.stream.memory import MemoryStream
 
 FAST = {
     "failover_seconds": 2.0,

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import Cluster, wait_until
+from consumer.cli.harness import wait_until
+from tests.support.cluster import Cluster
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes]
 

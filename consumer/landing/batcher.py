@@ -26,8 +26,8 @@ from datetime import datetime, timedelta
 
 from consumer.archive.layout import minute_of
 from consumer.landing.envelope import DeadLetter
-from consumer.records import Record
 from consumer.sequence import Position
+from consumer.stream.records import Record
 
 GZIP_LEVEL = 1
 """Landed files are staging for the nightly Parquet compaction: level 1 costs 40% of

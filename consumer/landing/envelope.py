@@ -20,7 +20,7 @@ from typing import Any, Literal
 import orjson
 
 from consumer.archive.envelope import format_ts
-from consumer.records import Record
+from consumer.stream.records import Record
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,7 @@ from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.landing.reconcile import Reconciler
 from consumer.leases.model import LeaseLostError
-from consumer.metrics import LanderMetrics
-from consumer.processor import (
+from consumer.lifecycle.processor import (
     Checkpointer,
     InitializationInput,
     Probe,
@@ -35,7 +34,8 @@ from consumer.processor import (
     ProcessRecordsInput,
     WorkerContext,
 )
-from consumer.records import Record
+from consumer.metrics import LanderMetrics
+from consumer.stream.records import Record
 
 log = structlog.get_logger("consumer.landing")
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from consumer.archive.layout import minute_of, minute_prefix, parse_key
 from consumer.landing.objects import ObjectStore
 from consumer.landing.ranges import RangeSet
-from consumer.records import Record
+from consumer.stream.records import Record
 
 
 class Reconciler:

@@ -1,8 +1,9 @@
-"""Zip the project's Python packages for ``spark-submit --py-files``.
+"""Zip what the Spark jobs need for ``spark-submit --py-files``, and nothing else.
 
-Only ``.py`` files of ``consumer`` and ``sparkjobs`` go in (no caches, no node_modules):
-the driver imports the job's settings and logging from ``consumer``, the executors
-import ``sparkjobs``. Usage: ``python deploy/spark/package.py dist/lander-jobs.zip``.
+``sparkjobs`` and the few modules of ``consumer`` it imports (tests/test_layout.py
+keeps that list closed): the archive format, settings and errors, sequences and
+logging. The daemon (leases, reading, landing), the operator layer, caches and
+node_modules stay out. Usage: ``python deploy/spark/package.py dist/lander-jobs.zip``.
 """
 
 from __future__ import annotations
@@ -12,18 +13,25 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("consumer", "sparkjobs")
+FILES = (
+    "consumer/__init__.py",
+    "consumer/config.py",
+    "consumer/errors.py",
+    "consumer/sequence.py",
+    "consumer/telemetry.py",
+)
+FOLDERS = ("consumer/archive", "sparkjobs")
 
 
 def package(target: Path) -> Path:
     """Write the zip; return its path."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    paths = [ROOT / name for name in FILES]
+    for folder in FOLDERS:
+        paths.extend(p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name in PACKAGES:
-            for path in sorted((ROOT / name).rglob("*.py")):
-                if "node_modules" in path.parts or "__pycache__" in path.parts:
-                    continue
-                archive.write(path, path.relative_to(ROOT).as_posix())
+        for path in sorted(paths):
+            archive.write(path, path.relative_to(ROOT).as_posix())
     return target
 
 

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
-from consumer.demo import Say, WorkerProcess
-from consumer.emulators import LocalStack
-from consumer.produce import Place, Produced, Producer, ProduceSpec
+from consumer.cli.demo import Say
+from consumer.cli.emulators import LocalStack
+from consumer.cli.harness import WorkerProcess
+from consumer.cli.produce import Place, Produced, Producer, ProduceSpec
 from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
 
 if TYPE_CHECKING:

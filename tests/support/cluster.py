@@ -9,20 +9,20 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import boto3
+
+from consumer.cli.harness import stop_processes, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,37 +34,6 @@ FAST = {
     "LANDER_SHUTDOWN_SECONDS": "5",
     "LANDER_LOG_FORMAT": "json",
 }
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
-    """Poll until ``predicate`` returns something truthy; fail with ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(step)
-
-
-def stop_processes(
-    procs: dict[str, subprocess.Popen[bytes]], timeout: float
-) -> dict[str, int | None]:
-    """SIGCONT (in case it is stopped) and SIGTERM every running process we started,
-    wait, SIGKILL what is left; by PID only. Returns each exit code."""
-    for proc in procs.values():
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)
-            proc.send_signal(signal.SIGTERM)
-    codes: dict[str, int | None] = {}
-    for name, proc in procs.items():
-        try:
-            codes[name] = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            codes[name] = proc.wait()
-    return codes
 
 
 @dataclass

@@ -8,8 +8,8 @@ Whatever the case, the shard moves on and the record is counted.
 
 The reasons are the lander's own strings: ``invalid JSON`` and ``empty payload`` from
 ``consumer/landing/envelope.py`` (``Encoder.encode``), and ``kpl_<reason>`` from
-``consumer/records.py`` (``user_records``) with ``<reason>`` one of
-:data:`consumer.kpl.KplReason`. A case whose right outcome the code does not produce
+``consumer/stream/records.py`` (``user_records``) with ``<reason>`` one of
+:data:`consumer.stream.kpl.KplReason`. A case whose right outcome the code does not produce
 yet carries ``xfail``: the reason, and the fix it needs.
 
 docs/landing.md ("Bad input") tabulates this module; keep the two in step.
@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from consumer.kpl import MAGIC, KplReason, UserRecord, aggregate
+from consumer.stream.kpl import MAGIC, KplReason, UserRecord, aggregate
 
 Mode = Literal["json", "raw"]
 MODES: tuple[Mode, ...] = ("json", "raw")
@@ -79,7 +79,7 @@ class Case:
     partition_key: str = "k"
     """The Kinesis record's partition key."""
     aggregated: bool = False
-    """The data is a KPL aggregate built by ``consumer.kpl.aggregate`` (maybe damaged)."""
+    """The data is a KPL aggregate built by ``consumer.stream.kpl.aggregate`` (maybe damaged)."""
     records: tuple[tuple[str, bytes], ...] = ()
     """(partition key, data) of each user record as the lander sees it, when that is
     not the whole Kinesis record (a valid aggregate)."""

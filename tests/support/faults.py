@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from consumer.landing.lander import Lander
 from consumer.landing.objects import ObjectStore, PutOutcome
-from consumer.processor import WorkerContext
+from consumer.lifecycle.processor import WorkerContext
 
 
 class _DieAfterPuts:

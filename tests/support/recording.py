@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from consumer.processor import (
+from consumer.lifecycle.processor import (
     Checkpointer,
     InitializationInput,
     ProcessRecordsInput,

@@ -24,14 +24,14 @@ from unittest import mock
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import consumer.worker
+import consumer.lifecycle.worker
 from consumer.config import Settings, load_settings
 from consumer.landing.lander import Lander
 from consumer.landing.objects import MemoryObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.leases.memory import MemoryLeaseStore
-from consumer.memory_stream import MemoryStream
+from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
-from consumer.worker import Worker
+from consumer.stream.memory import MemoryStream
 
 PERIOD = 0.5
 """Seconds between two samples (one promtool interval each)."""
@@ -159,7 +159,8 @@ async def record_stalled_worker(*, max_samples: int = 40) -> Recording:
         return len(healthy) >= 4 and all(v == 0 for v in healthy[-4:])
 
     # The worker waits backoff(...) + 0.5 s before restarting a failed shard.
-    with mock.patch.object(consumer.worker, "backoff", return_value=RESTART_SECONDS - 0.5):
+    delay = RESTART_SECONDS - 0.5
+    with mock.patch.object(consumer.lifecycle.worker, "backoff", return_value=delay):
         return await _record(worker, samples=max_samples, done=unhealthy_for_a_while)
 
 

@@ -20,21 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from consumer.archive import reader as archive_reader
-from consumer.produce import Place, Produced, Producer, ProduceSpec
+from consumer.cli.harness import WorkerProcess
+from consumer.cli.produce import Place, Produced, Producer, ProduceSpec
 
 MARKER = ".lander-demo"
 STREAM = "demo"
@@ -122,69 +120,6 @@ class Say:
         self.out.flush()
 
 
-class WorkerProcess:
-    """One ``lander run`` child with its log file and metrics port."""
-
-    def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
-        self.name = name
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        self.port: int | None = None
-
-    def find_port(self) -> int | None:
-        """The metrics port the worker logged, once it has."""
-        if self.port is None:
-            with contextlib.suppress(OSError):
-                for raw in self.log_path.read_text(errors="replace").splitlines():
-                    if "metrics and health endpoints listening" in raw:
-                        with contextlib.suppress(ValueError, KeyError):
-                            self.port = int(json.loads(raw)["port"])
-        return self.port
-
-    def get(self, path: str) -> tuple[int, str]:
-        """GET a path of the worker's metrics server: (status, body); (0, "") if down."""
-        port = self.find_port()
-        if port is None:
-            return 0, ""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as reply:
-                return int(reply.status), reply.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-        except OSError:
-            return 0, ""
-
-    def alive(self) -> bool:
-        """True while the process runs."""
-        return self.proc.poll() is None
-
-    def stop(self, signum: int, timeout: float) -> int | None:
-        """Signal the worker and wait; kill it if it does not exit in time."""
-        if self.alive():
-            self.proc.send_signal(signum)
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            code = None
-        self._log.close()
-        return code
-
-    def tail(self, lines: int = 15) -> str:
-        """The end of the worker's log, for a failure message."""
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-
 def prepare_workdir(workdir: Path) -> Path:
     """An empty work folder; refuses to wipe one the demo did not make."""
     if workdir.exists() and any(workdir.iterdir()):
@@ -209,8 +144,8 @@ def run_demo(spec: DemoSpec, say: Say | None = None) -> int:
 
 
 async def _demo(spec: DemoSpec, say: Say) -> int:
-    from consumer.emulators import LocalStack
-    from consumer.emulators.stack import LocalStackError
+    from consumer.cli.emulators import LocalStack
+    from consumer.cli.emulators.stack import LocalStackError
 
     workdir = prepare_workdir(spec.workdir)
     archive = workdir / "archive"
@@ -400,10 +335,10 @@ async def _catch_up(spec: DemoSpec, archive: Path, produced: Produced, say: Say)
 
 
 async def _show_status(clients: Any, spec: DemoSpec, say: Say) -> None:
-    from consumer.kinesis import KinesisStream
+    from consumer.cli.status import render_table, shard_rows
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.model import wall_ms
-    from consumer.status import render_table, shard_rows
+    from consumer.stream.kinesis import KinesisStream
 
     leases = await DynamoLeaseStore(clients.dynamodb, TABLE).list_leases()
     shards = await KinesisStream(clients.kinesis, STREAM).list_shards()

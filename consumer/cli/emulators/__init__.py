@@ -4,7 +4,7 @@
 ``make emulators`` or :func:`install_node_modules`.
 """
 
-from consumer.emulators.stack import (
+from consumer.cli.emulators.stack import (
     DUMMY_CREDENTIAL,
     REGION,
     LocalStack,

@@ -1,4 +1,10 @@
-"""The Kinesis stream as a narrow interface: list shards, get an iterator, get records.
+"""The reading side: the Kinesis stream as a narrow interface (this module) with its
+backends (:mod:`.kinesis`, :mod:`.memory`), user records and KPL de-aggregation
+(:mod:`.records`, :mod:`.kpl`), one shard's GetRecords loop (:mod:`.reader`) and shard
+discovery with lineage (:mod:`.shards`). May import consumer.aws, errors, sequence
+and leases (shard discovery creates leases); never the lifecycle or the lander.
+
+The interface: list shards, get an iterator, get records.
 
 Errors form a small tree (a branch of :mod:`consumer.errors`), with retry policy
 carried on the class::

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from consumer.kpl import KplError, deaggregate_fields, is_aggregated
 from consumer.sequence import Position
 from consumer.stream import KinesisRecord
+from consumer.stream.kpl import KplError, deaggregate_fields, is_aggregated
 
 
 @dataclass(slots=True)

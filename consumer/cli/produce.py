@@ -35,12 +35,12 @@ import structlog
 
 from consumer.archive.envelope import format_ts
 from consumer.aws import backoff, error_code
-from consumer.kpl import KPL_DEFAULT_MAX_BYTES, aggregate_chunks
+from consumer.stream.kpl import KPL_DEFAULT_MAX_BYTES, aggregate_chunks
 
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient
 
-log = structlog.get_logger("consumer.produce")
+log = structlog.get_logger("consumer.cli.produce")
 
 MAX_ENTRIES_PER_CALL = 500
 MAX_BYTES_PER_CALL = 5 * 1024 * 1024

@@ -16,7 +16,7 @@ Which command reads which class is not visible in the classes, so :data:`READERS
 states it for the classes known today. A class it does not name is still documented,
 as read by the commands whose flags name variables only that class has.
 
-``python -m consumer.configdoc`` prints the page; ``--check FILE`` exits 1 with one
+``python -m consumer.cli.configdoc`` prints the page; ``--check FILE`` exits 1 with one
 line when FILE differs from it.
 """
 
@@ -39,7 +39,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from consumer.cli import build_parser
 
-GENERATE = "python -m consumer.configdoc > docs/configuration.md"
+GENERATE = "python -m consumer.cli.configdoc > docs/configuration.md"
 
 SETTINGS_MODULES = ("consumer.config", "sparkjobs.settings")
 """Where settings classes live; each subclass of ``BaseSettings`` defined there."""
@@ -332,7 +332,7 @@ def render() -> str:
         "",
         "<!-- Generated from the settings classes and the `lander` argument parser by",
         f"     `{GENERATE}`. Do not edit by hand:",
-        "     `python -m consumer.configdoc --check docs/configuration.md` fails when this",
+        "     `python -m consumer.cli.configdoc --check docs/configuration.md` fails when this",
         "     page is out of date, and so does tests/test_configdoc.py. -->",
         "",
         "Every setting is an environment variable. Where a command has a flag for it, the",
@@ -418,7 +418,7 @@ def _fallback_description(
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the page, or with ``--check FILE`` compare FILE with it."""
     parser = argparse.ArgumentParser(
-        prog="python -m consumer.configdoc",
+        prog="python -m consumer.cli.configdoc",
         description="Print the configuration reference generated from the settings.",
     )
     parser.add_argument(

@@ -45,13 +45,13 @@ from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
 from consumer.leases.model import ShardReport
 from consumer.leases.store import LeaseStore
+from consumer.lifecycle.processor import Probe, ProcessorFactory
+from consumer.lifecycle.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.metrics import LanderMetrics, version
-from consumer.processor import Probe, ProcessorFactory
-from consumer.shard_consumer import Outcome, ShardConsumer, ShardProgress
-from consumer.shards import ShardSyncer
 from consumer.stream import StreamClient, StreamNotFoundError
+from consumer.stream.shards import ShardSyncer
 
-log = structlog.get_logger("consumer.worker")
+log = structlog.get_logger("consumer.lifecycle.worker")
 
 STREAM_MISSING_PASSES = 3
 """Shard syncs in a row that find no stream before the worker stops (it was deleted)."""

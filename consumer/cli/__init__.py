@@ -1,4 +1,16 @@
-"""The ``lander`` command."""
+"""The operator layer: the ``lander`` command and what stands behind it.
+
+    (this module)  the argument parser and the commands' entry points
+    demo.py        the whole pipeline on the embedded local stack
+    produce.py     the load generator (retries, KPL aggregates, bad payloads)
+    status.py      the lease table as a person reads it
+    harness.py     worker processes for the demo, the benchmarks and the tests
+    configdoc.py   docs/configuration.md, generated from the settings
+    emulators/     the embedded local AWS stack (kinesalite, moto)
+
+It may import everything below it, and the Spark jobs (``compact``, ``analyse``);
+nothing of the daemon library imports it.
+"""
 
 from __future__ import annotations
 
@@ -192,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lander`` console script."""
     args = build_parser().parse_args(argv)
     if args.command == "local-stack":
-        from consumer import emulators
+        from consumer.cli import emulators
 
         if args.install:
             emulators.install_node_modules()
@@ -226,12 +238,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _status(settings: Settings, *, as_json: bool) -> int:
     from consumer.aws import Clients, error_code
-    from consumer.kinesis import KinesisStream
+    from consumer.cli.status import render_json, render_table, shard_rows
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.model import wall_ms
     from consumer.leases.store import TableMissingError
-    from consumer.status import render_json, render_table, shard_rows
     from consumer.stream import StreamError
+    from consumer.stream.kinesis import KinesisStream
 
     async with Clients() as clients:
         try:
@@ -295,7 +307,7 @@ async def _produce_async(settings: Any) -> int:
     import secrets
 
     from consumer.aws import Clients, error_code
-    from consumer.produce import Producer, ProduceSpec, ProgressLine
+    from consumer.cli.produce import Producer, ProduceSpec, ProgressLine
 
     spec = ProduceSpec(
         stream=settings.stream,
@@ -343,7 +355,7 @@ async def _call_when(stop: asyncio.Event, action: Any) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from consumer.demo import DemoSpec, run_demo
+    from consumer.cli.demo import DemoSpec, run_demo
 
     configure_logging("console", "warning")
     if args.records < 100 or args.rate <= 0 or args.workers < 1 or args.shards < 1:
@@ -380,12 +392,12 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     from consumer.aws import Clients
     from consumer.errors import RefusedError
     from consumer.health import HealthServer
-    from consumer.kinesis import KinesisStream
     from consumer.leases.dynamo import DynamoLeaseStore
+    from consumer.lifecycle.processor import WorkerContext, load_processor
+    from consumer.lifecycle.worker import Worker, tune_gc
     from consumer.metrics import LanderMetrics
     from consumer.preflight import PreflightError, Target, preflight
-    from consumer.processor import WorkerContext, load_processor
-    from consumer.worker import Worker, tune_gc
+    from consumer.stream.kinesis import KinesisStream
 
     async with Clients() as clients:
         context = WorkerContext(settings, clients, LanderMetrics())
@@ -468,7 +480,3 @@ def _reason(exc: BaseException) -> str:
 
 async def _stop_when(stop: asyncio.Event, worker: Any) -> None:
     await _call_when(stop, worker.request_stop)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -19,7 +19,7 @@ from consumer.leases.store import LeaseStore
 from consumer.sequence import Checkpoint, Sentinel
 from consumer.stream import Shard, StreamClient
 
-log = structlog.get_logger("consumer.shards")
+log = structlog.get_logger("consumer.stream.shards")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,15 +24,15 @@ import structlog
 
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.model import LeaseLostError
-from consumer.processor import (
+from consumer.lifecycle.processor import (
     InitializationInput,
     ProcessRecordsInput,
     RecordProcessor,
 )
-from consumer.reader import Batch, ShardReader
-from consumer.records import Record
 from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import StreamClient
+from consumer.stream.reader import Batch, ShardReader
+from consumer.stream.records import Record
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
@@ -60,7 +60,7 @@ class Outcome(enum.StrEnum):
 
 
 class LeaseCheckpointer:
-    """The worker's :class:`~consumer.processor.Checkpointer`: checkpoints go through
+    """The worker's :class:`~consumer.lifecycle.processor.Checkpointer`: checkpoints go through
     the lease coordinator, fenced by the lease counter."""
 
     def __init__(

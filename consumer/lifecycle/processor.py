@@ -19,8 +19,8 @@ are delivered again, none is skipped.
 
 The contract imports nothing of the worker at run time: :class:`Checkpointer` is a
 Protocol (the worker's lease-fenced one is
-:class:`consumer.shard_consumer.LeaseCheckpointer`), so a processor and its tests
-need only this module, :mod:`consumer.records` and :mod:`consumer.sequence`.
+:class:`consumer.lifecycle.shard_consumer.LeaseCheckpointer`), so a processor and its tests
+need only this module, :mod:`consumer.stream.records` and :mod:`consumer.sequence`.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from consumer.records import Record
 from consumer.sequence import Checkpoint, Position
+from consumer.stream.records import Record
 
 if TYPE_CHECKING:
     from consumer.aws import Clients

@@ -1,6 +1,6 @@
 """moto (DynamoDB and S3) on 127.0.0.1, one request at a time.
 
-Run as ``python -m consumer.emulators.moto_server [--port N]``. Prints one JSON line
+Run as ``python -m consumer.cli.emulators.moto_server [--port N]``. Prints one JSON line
 ``{"port": N, "host": "127.0.0.1"}`` on stdout once it listens, and exits when its
 stdin closes (the parent died or let go of it) or on SIGTERM/SIGINT.
 

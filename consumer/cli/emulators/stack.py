@@ -45,7 +45,7 @@ class LocalStackError(RuntimeError):
 
 
 def install_node_modules(npm: str | None = None) -> None:
-    """Install the pinned npm emulators (kinesalite) into ``consumer/emulators/``.
+    """Install the pinned npm emulators (kinesalite) into ``consumer/cli/emulators/``.
 
     Runs ``npm ci`` from the committed lockfile; ``--omit=optional`` skips leveldown,
     a native module kinesalite only needs for an on-disk store.
@@ -196,7 +196,7 @@ class LocalStack:
                 )
                 self._moto = _Child.spawn(
                     "moto",
-                    [sys.executable, "-m", "consumer.emulators.moto_server"],
+                    [sys.executable, "-m", "consumer.cli.emulators.moto_server"],
                     env=self._moto_env(),
                 )
                 deadline = time.monotonic() + self.startup_timeout
@@ -233,7 +233,7 @@ class LocalStack:
 
     @staticmethod
     def _moto_env() -> dict[str, str]:
-        # The child imports consumer.emulators.moto_server: make sure it finds this
+        # The child imports consumer.cli.emulators.moto_server: make sure it finds this
         # checkout even when the package is not installed in the interpreter.
         env = dict(os.environ)
         root = str(EMULATORS_DIR.parent.parent)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 import structlog
 
 from consumer.aws import backoff
-from consumer.records import Record, user_records
 from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import (
     IteratorExpiredError,
@@ -31,11 +30,12 @@ from consumer.stream import (
     StreamError,
     ThrottledError,
 )
+from consumer.stream.records import Record, user_records
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
 
-log = structlog.get_logger("consumer.reader")
+log = structlog.get_logger("consumer.stream.reader")
 
 MIN_CALL_INTERVAL = 0.2
 """Kinesis allows five GetRecords calls per second per shard."""
