@@ -2,7 +2,8 @@
 
 The same parser serves ``python -m sparkjobs`` and the entry file given to
 ``spark-submit`` (``deploy/spark/submit.py``), so a cluster runs exactly what a laptop does.
-Every flag has a ``LANDER_*`` variable; the flag wins.
+Every flag has a ``LANDER_*`` variable; the flag wins. The flags are made from the
+settings' fields (:data:`FLAGS`, ``consumer.config.add_setting_flags``).
 
 Exit status (docs/sparkjobs.md): :data:`OK` 0 done (or already up to date),
 :data:`FAILED` 1 the job failed, :data:`BAD_CONFIG` 2 bad settings or no PySpark,
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from consumer.config import ConfigError
+from consumer.config import ConfigError, FlagSpec, add_setting_flags, flag_values
 from consumer.telemetry import configure_logging
 from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, load
 
@@ -61,18 +62,36 @@ one line and exits 3, writing nothing; --allow-empty makes that exit 0.
 """
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream", help="stream name (LANDER_STREAM)")
-    parser.add_argument(
-        "--compacted", help="URI of the compacted Parquet (LANDER_COMPACTED), e.g. s3a://b/p"
-    )
-    parser.add_argument(
-        "--window",
-        help="a day YYYY-MM-DD or an hour YYYY-MM-DDTHH, UTC (LANDER_WINDOW; default yesterday)",
-    )
-    parser.add_argument(
-        "--master", dest="spark_master", help="Spark master for a local run (LANDER_SPARK_MASTER)"
-    )
+JOB_FLAGS: tuple[FlagSpec, ...] = ("stream", "compacted", "window", ("spark_master", "--master"))
+"""Flags of both jobs, for the fields of :class:`JobSettings`."""
+
+FLAGS: dict[str, tuple[type[JobSettings], tuple[FlagSpec, ...]]] = {
+    "compact": (
+        CompactSettings,
+        (
+            *JOB_FLAGS,
+            "archive",
+            ("compact_target_file_mb", "--target-file-mb"),
+            ("compact_lookback_minutes", "--lookback-minutes"),
+            ("compact_strict", "--strict"),
+            ("compact_compression", "--compression"),
+            ("compact_allow_empty", "--allow-empty"),
+        ),
+    ),
+    "analyse": (
+        AnalyseSettings,
+        (
+            *JOB_FLAGS,
+            "archive",
+            "reports",
+            ("event_time_pointer", "--event-time-field"),
+            ("sequence_pointer", "--sequence-field"),
+            "top_keys",
+            ("analyse_allow_empty", "--allow-empty"),
+        ),
+    ),
+}
+"""Command -> its settings class and the fields it has flags for."""
 
 
 def add_commands(commands: Any) -> None:
@@ -84,39 +103,7 @@ def add_commands(commands: Any) -> None:
         description=COMPACT_HELP + EXIT_CODES,
         formatter_class=fmt,
     )
-    _common(compact)
-    compact.add_argument("--archive", help="URI of the landed archive (LANDER_ARCHIVE)")
-    compact.add_argument(
-        "--target-file-mb",
-        dest="compact_target_file_mb",
-        type=int,
-        help="target Parquet file size (LANDER_COMPACT_TARGET_FILE_MB, default 256)",
-    )
-    compact.add_argument(
-        "--lookback-minutes",
-        dest="compact_lookback_minutes",
-        type=int,
-        help="minutes before the window read for producer retries (default 10)",
-    )
-    compact.add_argument(
-        "--strict",
-        dest="compact_strict",
-        action="store_const",
-        const=True,
-        help="fail on any bad input instead of reporting it (LANDER_COMPACT_STRICT)",
-    )
-    compact.add_argument(
-        "--compression",
-        dest="compact_compression",
-        help="snappy, zstd, gzip or none (LANDER_COMPACT_COMPRESSION)",
-    )
-    compact.add_argument(
-        "--allow-empty",
-        dest="compact_allow_empty",
-        action="store_const",
-        const=True,
-        help="exit 0, not 3, when the window has no landed input (LANDER_COMPACT_ALLOW_EMPTY)",
-    )
+    add_setting_flags(compact, *FLAGS["compact"])
 
     analyse = commands.add_parser(
         "analyse",
@@ -124,66 +111,14 @@ def add_commands(commands: Any) -> None:
         description=ANALYSE_HELP + EXIT_CODES,
         formatter_class=fmt,
     )
-    _common(analyse)
-    analyse.add_argument(
-        "--archive", help="URI of the landed archive, to count dead letters (LANDER_ARCHIVE)"
-    )
-    analyse.add_argument(
-        "--reports", help="where tables and report.html go (default {compacted}/reports)"
-    )
-    analyse.add_argument(
-        "--event-time-field",
-        dest="event_time_pointer",
-        help="JSON pointer to the payload's event time, e.g. /ts (LANDER_EVENT_TIME_POINTER)",
-    )
-    analyse.add_argument(
-        "--sequence-field",
-        dest="sequence_pointer",
-        help="JSON pointer to a per-producer sequence, e.g. /seq (LANDER_SEQUENCE_POINTER)",
-    )
-    analyse.add_argument("--top-keys", type=int, help="hot partition keys listed (default 20)")
-    analyse.add_argument(
-        "--allow-empty",
-        dest="analyse_allow_empty",
-        action="store_const",
-        const=True,
-        help="exit 0, not 3, when the window has no compacted data (LANDER_ANALYSE_ALLOW_EMPTY)",
-    )
-
-
-_FLAGS = {
-    "compact": (
-        "stream",
-        "compacted",
-        "window",
-        "spark_master",
-        "archive",
-        "compact_target_file_mb",
-        "compact_lookback_minutes",
-        "compact_strict",
-        "compact_compression",
-        "compact_allow_empty",
-    ),
-    "analyse": (
-        "stream",
-        "compacted",
-        "window",
-        "spark_master",
-        "archive",
-        "reports",
-        "event_time_pointer",
-        "sequence_pointer",
-        "top_keys",
-        "analyse_allow_empty",
-    ),
-}
+    add_setting_flags(analyse, *FLAGS["analyse"])
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the job ``args.command`` names; the exit code (:data:`OK` … :data:`EMPTY`)."""
-    kind: type[JobSettings] = CompactSettings if args.command == "compact" else AnalyseSettings
+    kind, flags = FLAGS[args.command]
     try:
-        settings = load(kind, **{name: getattr(args, name, None) for name in _FLAGS[args.command]})
+        settings = load(kind, **flag_values(args, flags))
     except ConfigError as exc:
         print(f"lander: {exc}", file=sys.stderr)
         return BAD_CONFIG

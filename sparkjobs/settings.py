@@ -70,7 +70,7 @@ class JobSettings(BaseSettings):
 class CompactSettings(JobSettings):
     """``lander compact``."""
 
-    archive: str = Field(description="URI of the landed archive (the workers' LANDER_ARCHIVE).")
+    archive: str = Field(description="URI of the landed archive (the one the workers write).")
     compact_target_file_mb: int = Field(
         default=256, ge=1, description="Target size of a Parquet file; small hours get one file."
     )

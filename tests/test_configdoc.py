@@ -1,22 +1,48 @@
-"""docs/configuration.md is generated from the settings and the parser, and kept current."""
+"""docs/configuration.md is generated from the settings and the parser, and kept current;
+the flags that set settings are made from the settings' fields."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from pydantic import AliasChoices, BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from consumer.cli import configdoc
-from consumer.config import Settings, default_worker_id
+from consumer import cli
+from consumer.config import (
+    ProduceSettings,
+    SettingFlag,
+    Settings,
+    add_setting_flags,
+    default_worker_id,
+    flag_values,
+)
+from sparkjobs import cli as jobs_cli
 from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, yesterday
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "configuration.md"
+SCRIPT = REPO / "docs" / "configdoc.py"
+
+
+def _script() -> ModuleType:
+    """docs/configdoc.py, imported from its file (it is a script, not in a package)."""
+    spec = importlib.util.spec_from_file_location("lander_docs_configdoc", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+configdoc = _script()
 
 
 def _row(text: str, variable: str, section: str) -> str:
@@ -59,7 +85,7 @@ def test_every_command_of_the_parser_is_listed() -> None:
 
 
 def test_flags_come_from_the_parser() -> None:
-    """A flag is found by its dest, or by the variable its help names."""
+    """A flag is found by its action: a SettingFlag of the class, with the field as dest."""
     text = configdoc.render()
     assert "`--failover-seconds`" in _row(text, "LANDER_FAILOVER_SECONDS", "Worker")
     # dest spark_master: the flag's name differs from the setting's.
@@ -71,11 +97,13 @@ def test_flags_come_from_the_parser() -> None:
     assert "`--stream`" not in options
 
 
-def test_a_flag_is_matched_by_the_variable_in_its_help() -> None:
-    """With a dest that is no field, the "(LANDER_X)" in the help decides."""
+def test_a_flag_is_matched_by_its_action_not_by_its_text() -> None:
+    """A flag made for the field sets it, whatever its name; a plain option whose dest or
+    help happens to name a setting does not."""
     parser = argparse.ArgumentParser(prog="lander")
     run = parser.add_subparsers(dest="command").add_parser("run", help="run")
-    run.add_argument("--name-of-stream", dest="what", help="the stream (LANDER_STREAM)")
+    add_setting_flags(run, Settings, [("stream", "--name-of-stream")])
+    run.add_argument("--table", dest="lease_table", help="not a flag (LANDER_LEASE_TABLE)")
     run.add_argument("--dry-run", action="store_true", help="do nothing")
     available = configdoc.commands(parser)
     section = configdoc.sections(available)[0]
@@ -149,12 +177,12 @@ def test_check_passes_on_the_page_and_fails_on_a_changed_copy(
 
 
 @pytest.mark.processes
-def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
-    """`python -m consumer.cli.configdoc --check` exits 1 on a stale file."""
+def test_the_script_runs_as_a_command(tmp_path: Path) -> None:
+    """`python docs/configdoc.py --check` exits 1 on a stale file."""
     stale = tmp_path / "configuration.md"
     stale.write_text("# Configuration reference\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "consumer.cli.configdoc", "--check", str(stale)],
+        [sys.executable, "docs/configdoc.py", "--check", str(stale)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -166,8 +194,8 @@ def test_the_module_runs_as_a_command(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_a_new_settings_class_is_read_by_the_commands_naming_its_variables() -> None:
-    """A class READERS does not know is tied to commands by its own variables."""
+def test_a_new_settings_class_is_read_by_the_commands_with_flags_for_it() -> None:
+    """A class READERS does not know is tied to the commands that have flags for it."""
 
     class Extra(BaseSettings):
         model_config = SettingsConfigDict(env_prefix="LANDER_")
@@ -176,8 +204,103 @@ def test_a_new_settings_class_is_read_by_the_commands_naming_its_variables() -> 
 
     parser = argparse.ArgumentParser(prog="lander")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("zeta", help="z").add_argument("--knob", help="a knob (LANDER_ZETA_KNOB)")
-    sub.add_parser("other", help="o").add_argument("--stream", help="(LANDER_STREAM)")
+    add_setting_flags(sub.add_parser("zeta", help="z"), Extra, [("zeta_knob", "--knob")])
+    add_setting_flags(sub.add_parser("other", help="o"), Settings, ["stream"])
+    sub.add_parser("plain", help="p").add_argument("--zeta-knob", help="(LANDER_ZETA_KNOB)")
     available = configdoc.commands(parser)
-    readers = configdoc._inferred_readers(Extra, [Settings, Extra], available)
-    assert readers == ("zeta",)
+    assert configdoc._inferred_readers(Extra, available) == ("zeta",)
+
+
+# -- flags made from the settings --------------------------------------------------------
+
+
+def _setting_flags(parser: argparse.ArgumentParser) -> dict[str, SettingFlag]:
+    return {
+        action.option_strings[0]: action
+        for action in parser._actions
+        if isinstance(action, SettingFlag)
+    }
+
+
+def test_a_flag_takes_dest_type_and_help_from_its_field() -> None:
+    """Name from the field (or as given), dest the field, type from the annotation, help
+    the description with the variable; a bool field gets a flag without a value."""
+    parser = argparse.ArgumentParser()
+    add_setting_flags(
+        parser,
+        CompactSettings,
+        ["window", ("compact_target_file_mb", "--target-file-mb"), "compact_strict"],
+    )
+    add_setting_flags(parser, Settings, ["failover_seconds", "metrics_port", "log_format"])
+    flags = _setting_flags(parser)
+    assert sorted(flags) == [
+        "--compact-strict",
+        "--failover-seconds",
+        "--log-format",
+        "--metrics-port",
+        "--target-file-mb",
+        "--window",
+    ]
+    target = flags["--target-file-mb"]
+    assert (target.dest, target.type, target.settings) == (
+        "compact_target_file_mb",
+        int,
+        CompactSettings,
+    )
+    assert target.help == (
+        "Target size of a Parquet file; small hours get one file "
+        "(LANDER_COMPACT_TARGET_FILE_MB, default 256)"
+    )
+    assert flags["--failover-seconds"].type is float
+    assert flags["--metrics-port"].type is int  # int | None
+    assert flags["--log-format"].type is str  # a Literal: pydantic checks the choice
+    assert flags["--log-format"].metavar == "{auto,json,console}"
+    assert "(LANDER_WINDOW)" in str(flags["--window"].help)
+
+    given = parser.parse_args(["--target-file-mb", "64", "--compact-strict", "--log-format", "X"])
+    assert (given.compact_target_file_mb, given.compact_strict, given.log_format) == (64, True, "X")
+    absent = parser.parse_args([])
+    assert absent.compact_strict is None
+    assert absent.failover_seconds is None
+
+
+def test_a_percent_in_a_description_does_not_break_help() -> None:
+    """argparse formats help with %: the description is escaped."""
+    parser = argparse.ArgumentParser()
+    add_setting_flags(parser, Settings, ["gzip_level"])
+    assert "20% smaller" in parser.format_help()
+
+
+def test_each_command_collects_exactly_its_setting_flags() -> None:
+    """What run, status, produce, compact and analyse pass to their settings is the list
+    their flags were made from: no flag is left out, none is collected twice."""
+    parser = cli.build_parser()
+    subcommands = next(
+        action for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    collected = {
+        "run": (Settings, cli.WORKER_FLAGS["run"]),
+        "status": (Settings, cli.WORKER_FLAGS["status"]),
+        "produce": (ProduceSettings, cli.PRODUCE_FLAGS),
+        **jobs_cli.FLAGS,
+    }
+    for name, (kind, flags) in collected.items():
+        made = _setting_flags(subcommands.choices[name])
+        assert {flag.settings for flag in made.values()} == {kind}, name
+        argv = [name] + [
+            item
+            for flag, action in made.items()
+            for item in ([flag] if action.nargs == 0 else [flag, "1"])
+        ]
+        values = flag_values(parser.parse_args(argv), flags)
+        assert sorted(values) == sorted(action.dest for action in made.values()), name
+        assert None not in values.values(), name
+
+
+def test_produce_keeps_its_flag_names_and_aggregate_switch() -> None:
+    """--count sets LANDER_PRODUCE_COUNT; --aggregate stays a hand-made switch."""
+    args = cli.build_parser().parse_args(["produce", "--count", "5", "--no-aggregate"])
+    values = flag_values(args, cli.PRODUCE_FLAGS)
+    assert values["produce_count"] == 5
+    assert values["produce_aggregate_share"] is None
+    assert args.aggregate is False

@@ -5,11 +5,12 @@
     produce.py     the load generator (retries, KPL aggregates, bad payloads)
     status.py      the lease table as a person reads it
     harness.py     worker processes for the demo, the benchmarks and the tests
-    configdoc.py   docs/configuration.md, generated from the settings
     emulators/     the embedded local AWS stack (kinesalite, moto)
 
 It may import everything below it, and the Spark jobs (``compact``, ``analyse``);
-nothing of the daemon library imports it.
+nothing of the daemon library imports it. Flags that set a setting are made from the
+settings' fields (``consumer.config.add_setting_flags``); docs/configdoc.py generates
+docs/configuration.md from the settings and this parser.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ from typing import Any
 
 import structlog
 
-from consumer.config import ConfigError, Settings, load_settings
+from consumer.config import (
+    ConfigError,
+    FlagSpec,
+    ProduceSettings,
+    Settings,
+    add_setting_flags,
+    flag_values,
+    load_settings,
+)
 from consumer.telemetry import configure_logging
 
 log = structlog.get_logger("consumer.cli")
@@ -49,18 +58,34 @@ at an emulator needs no extra switch: see `lander local-stack`.
 """
 
 
-def _settings_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stream", help="Kinesis stream name (LANDER_STREAM)")
-    parser.add_argument("--lease-table", help="DynamoDB lease table (LANDER_LEASE_TABLE)")
-    parser.add_argument("--worker-id", help="name of this worker (LANDER_WORKER_ID)")
-    parser.add_argument(
-        "--initial-position",
-        help="TRIM_HORIZON, LATEST or an ISO-8601 time (LANDER_INITIAL_POSITION)",
-    )
-    parser.add_argument(
-        "--failover-seconds", type=float, help="lease expiry (LANDER_FAILOVER_SECONDS)"
-    )
-    parser.add_argument("--processor", help="record processor as module:Class (LANDER_PROCESSOR)")
+WORKER_FLAGS: dict[str, tuple[FlagSpec, ...]] = {
+    "run": (
+        "stream",
+        "lease_table",
+        "worker_id",
+        "initial_position",
+        "failover_seconds",
+        "processor",
+        "archive",
+        "metrics_port",
+    ),
+    "status": ("stream", "lease_table", "failover_seconds"),
+}
+"""The fields of :class:`Settings` that ``lander run`` and ``lander status`` have flags for."""
+
+PRODUCE_FLAGS: tuple[FlagSpec, ...] = (
+    "stream",
+    ("produce_count", "--count"),
+    ("produce_rate", "--rate"),
+    ("produce_payload_size", "--payload-size"),
+    ("produce_retry_share", "--retry-share"),
+    ("produce_aggregate_share", "--aggregate-share"),
+    ("produce_bad_records", "--bad-records"),
+    ("produce_keys", "--keys"),
+    ("produce_seed", "--seed"),
+)
+"""The fields of :class:`ProduceSettings` that ``lander produce`` has flags for (besides
+``--aggregate``, which sets the aggregate share to 1 or 0)."""
 
 
 class _Version(argparse.Action):
@@ -105,11 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a worker until SIGTERM/SIGINT, then hand its leases off. "
         "Serves /metrics, /healthz and /readyz when LANDER_METRICS_PORT is set.",
     )
-    _settings_flags(run)
-    run.add_argument("--archive", help="s3://bucket/prefix or file:///path (LANDER_ARCHIVE)")
-    run.add_argument(
-        "--metrics-port", type=int, help="serve metrics and health here (LANDER_METRICS_PORT)"
-    )
+    add_setting_flags(run, Settings, WORKER_FLAGS["run"])
     run.add_argument(
         "--check",
         action="store_true",
@@ -123,13 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         "never writes) and print one row per shard. Lag is what the owner reported with its "
         "last heartbeat; lease age is the time since the lease was last written.",
     )
-    status.add_argument("--stream", help="Kinesis stream name (LANDER_STREAM)")
-    status.add_argument("--lease-table", help="DynamoDB lease table (LANDER_LEASE_TABLE)")
-    status.add_argument(
-        "--failover-seconds",
-        type=float,
-        help="a lease unwritten this long shows as stale (LANDER_FAILOVER_SECONDS)",
-    )
+    add_setting_flags(status, Settings, WORKER_FLAGS["status"])
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     produce = commands.add_parser(
@@ -139,35 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         "event_time, put with PutRecords at a steady rate. Producer retries re-send an "
         "event with the same event_id (Kinesis gives it a new sequence number).",
     )
-    produce.add_argument("--stream", help="Kinesis stream name (LANDER_STREAM)")
-    produce.add_argument("--count", type=int, help="events (LANDER_PRODUCE_COUNT, 10000)")
-    produce.add_argument(
-        "--rate", type=float, help="user records/s, 0 = unlimited (LANDER_PRODUCE_RATE, 1000)"
-    )
-    produce.add_argument(
-        "--payload-size", type=int, help="bytes per event (LANDER_PRODUCE_PAYLOAD_SIZE, 200)"
-    )
-    produce.add_argument(
-        "--retry-share",
-        type=float,
-        help="share of events sent twice, 0-1 (LANDER_PRODUCE_RETRY_SHARE, 0)",
-    )
+    add_setting_flags(produce, ProduceSettings, PRODUCE_FLAGS)
     produce.add_argument(
         "--aggregate",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="pack every event into KPL aggregates (--aggregate-share for a mix)",
     )
-    produce.add_argument(
-        "--aggregate-share",
-        type=float,
-        help="share of events in KPL aggregates, 0-1 (LANDER_PRODUCE_AGGREGATE_SHARE, 0)",
-    )
-    produce.add_argument(
-        "--bad-records", type=int, help="bad payloads to include (LANDER_PRODUCE_BAD_RECORDS, 0)"
-    )
-    produce.add_argument("--keys", type=int, help="partition keys (LANDER_PRODUCE_KEYS, 64)")
-    produce.add_argument("--seed", type=int, help="random seed (LANDER_PRODUCE_SEED, 0)")
 
     demo = commands.add_parser(
         "demo",
@@ -231,9 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    names = ("stream", "lease_table", "worker_id", "initial_position", "failover_seconds")
-    extra = ("processor", "archive", "metrics_port")
-    return {name: getattr(args, name, None) for name in (*names, *extra)}
+    return flag_values(args, WORKER_FLAGS[args.command])
 
 
 async def _status(settings: Settings, *, as_json: bool) -> int:
@@ -281,21 +272,11 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
 def _produce(args: argparse.Namespace) -> int:
     from consumer.config import load_produce_settings
 
-    share = args.aggregate_share
-    if args.aggregate is not None and share is None:
-        share = 1.0 if args.aggregate else 0.0
+    overrides = flag_values(args, PRODUCE_FLAGS)
+    if args.aggregate is not None and overrides["produce_aggregate_share"] is None:
+        overrides["produce_aggregate_share"] = 1.0 if args.aggregate else 0.0
     try:
-        settings = load_produce_settings(
-            stream=args.stream,
-            produce_count=args.count,
-            produce_rate=args.rate,
-            produce_payload_size=args.payload_size,
-            produce_retry_share=args.retry_share,
-            produce_aggregate_share=share,
-            produce_bad_records=args.bad_records,
-            produce_keys=args.keys,
-            produce_seed=args.seed,
-        )
+        settings = load_produce_settings(**overrides)
     except ConfigError as exc:
         print(f"lander: {exc}", file=sys.stderr)
         return 2

@@ -8,16 +8,18 @@ commands accept:
   pydantic-settings itself derives them: prefix, aliases, case), types, defaults,
   bounds, choices and descriptions;
 - the ``lander`` argument parser (``consumer.cli.build_parser``): which flag sets which
-  variable. A flag belongs to a setting when its ``dest`` is the field's name, or else
-  when its help names the variable, e.g. ``(LANDER_STREAM)``. Flags that set no
+  variable. The commands make those flags from the fields
+  (``consumer.config.add_setting_flags``), so each is a ``SettingFlag`` action that
+  carries its settings class, and its ``dest`` is the field's name. Flags that set no
   variable are listed per command as options.
 
 Which command reads which class is not visible in the classes, so :data:`READERS`
 states it for the classes known today. A class it does not name is still documented,
-as read by the commands whose flags name variables only that class has.
+as read by the commands that have flags for its fields (or a subclass's).
 
-``python -m consumer.cli.configdoc`` prints the page; ``--check FILE`` exits 1 with one
-line when FILE differs from it.
+``python docs/configdoc.py`` prints the page; ``--check FILE`` exits 1 with one line
+when FILE differs from it. The script lives beside the page it writes, outside the
+installed packages.
 """
 
 from __future__ import annotations
@@ -38,11 +40,10 @@ from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from consumer.cli import build_parser
+from consumer.config import SETTINGS_MODULES, SettingFlag
 
-GENERATE = "python -m consumer.cli.configdoc > docs/configuration.md"
-
-SETTINGS_MODULES = ("consumer.config", "sparkjobs.settings")
-"""Where settings classes live; each subclass of ``BaseSettings`` defined there."""
+GENERATE = "python docs/configdoc.py > docs/configuration.md"
+CHECK = "python docs/configdoc.py --check docs/configuration.md"
 
 READERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer.config.Settings": ("Worker", ("run", "status")),
@@ -92,27 +93,25 @@ def sections(available: dict[str, Command] | None = None) -> list[Section]:
         if qualified in READERS:
             title, readers = READERS[qualified]
         else:
-            title, readers = cls.__name__, _inferred_readers(cls, classes, available)
+            title, readers = cls.__name__, _inferred_readers(cls, available)
         result.append(Section(title, f"From `{qualified}`.", cls, readers, base))
     return result
 
 
-def _inferred_readers(
-    cls: type[BaseSettings], classes: list[type[BaseSettings]], available: dict[str, Command]
-) -> tuple[str, ...]:
-    """Commands with a flag naming a variable that only ``cls`` has."""
-    others = {
-        env for c in classes if c is not cls for envs in env_names(c).values() for env in envs
-    }
-    own = {env for envs in env_names(cls).values() for env in envs} - others
+def _inferred_readers(cls: type[BaseSettings], available: dict[str, Command]) -> tuple[str, ...]:
+    """Commands with a flag for a field of ``cls`` or of a subclass: they load it."""
     return tuple(
         command.name
         for command in available.values()
-        if any(own & set(_VARIABLE_IN_HELP.findall(option.help)) for option in command.options)
+        if any(_sets(option, cls) for option in command.options)
     )
 
 
-_VARIABLE_IN_HELP = re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)\b")
+def _sets(option: Option, cls: type[BaseSettings]) -> bool:
+    """Whether ``option`` sets a field of ``cls`` (its class is ``cls`` or a subclass)."""
+    return option.settings is not None and issubclass(option.settings, cls)
+
+
 _DEFAULT_IN_TEXT = (
     re.compile(r"\(default:?\s+([^)]+)\)"),
     re.compile(r"\bdefault:?\s+([^;)]+?)\.?(?:;|\)|$)"),
@@ -127,12 +126,14 @@ _BOUNDS: tuple[tuple[type[Any], str, str], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One command-line option of one subcommand."""
+    """One command-line option of one subcommand; a flag made for a setting names it."""
 
     command: str
     flags: str
     dest: str
     help: str
+    settings: type[BaseSettings] | None = None
+    """The settings class whose field ``dest`` the flag sets (None: it sets no setting)."""
 
 
 @dataclass(slots=True)
@@ -165,7 +166,8 @@ def _options(name: str, parser: argparse.ArgumentParser) -> Iterator[Option]:
             continue
         flags = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{action.dest}`"
         text = formatter._expand_help(action) if action.help else ""
-        yield Option(name, flags, action.dest, " ".join(text.split()))
+        settings = action.settings if isinstance(action, SettingFlag) else None
+        yield Option(name, flags, action.dest, " ".join(text.split()), settings)
 
 
 def env_names(settings: type[BaseSettings]) -> dict[str, list[str]]:
@@ -198,21 +200,21 @@ def _own_fields(section: Section) -> list[str]:
 def _flags_by_field(
     section: Section, names: dict[str, list[str]], available: dict[str, Command]
 ) -> tuple[dict[str, dict[str, list[str]]], list[Option]]:
-    """(field -> flag text -> commands having it) and the options that set a field."""
-    by_env = {env: name for name, envs in names.items() for env in envs}
+    """(field -> flag text -> commands having it) and the options that set a field.
+
+    An option sets a field of the section when the parser says so: it is a
+    :class:`SettingFlag` of the section's class (or a subclass), and its ``dest`` is
+    the field.
+    """
     flags: dict[str, dict[str, list[str]]] = {}
     matched: list[Option] = []
     for command in section.commands:
         if command not in available:
             continue
         for option in available[command].options:
-            target = option.dest if option.dest in names else None
-            if target is None:
-                named = [by_env[v] for v in _VARIABLE_IN_HELP.findall(option.help) if v in by_env]
-                target = named[0] if named else None
-            if target is not None:
+            if _sets(option, section.settings) and option.dest in names:
                 matched.append(option)
-                flags.setdefault(target, {}).setdefault(option.flags, []).append(command)
+                flags.setdefault(option.dest, {}).setdefault(option.flags, []).append(command)
     return flags, matched
 
 
@@ -319,10 +321,6 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|") or "-"
 
 
-def _without_variable(help_text: str) -> str:
-    return re.sub(r"\s*\(LANDER_[A-Z0-9_]+[^)]*\)", "", help_text).strip()
-
-
 def render() -> str:
     """The whole configuration reference, as Markdown."""
     available = commands()
@@ -332,8 +330,8 @@ def render() -> str:
         "",
         "<!-- Generated from the settings classes and the `lander` argument parser by",
         f"     `{GENERATE}`. Do not edit by hand:",
-        "     `python -m consumer.cli.configdoc --check docs/configuration.md` fails when this",
-        "     page is out of date, and so does tests/test_configdoc.py. -->",
+        f"     `{CHECK}` fails when this page is out",
+        "     of date, and so does tests/test_configdoc.py. -->",
         "",
         "Every setting is an environment variable. Where a command has a flag for it, the",
         "flag overrides the variable. A bad or missing value stops the command before it",
@@ -354,13 +352,12 @@ def render() -> str:
             f"| `lander {command.name}` | {_cell(', '.join(readers) or 'none')} "
             f"| {_cell(command.help)} |"
         )
-    settings: set[Option] = set()
     for section in all_sections:
-        lines.extend(_section(section, available, settings))
+        lines.extend(_section(section, available))
     lines.extend(["", "## Options that are not settings", ""])
     lines.append("Flags that set no variable, by command.")
     for command in available.values():
-        options = [option for option in command.options if option not in settings]
+        options = [option for option in command.options if option.settings is None]
         if not options:
             continue
         lines.extend(["", f"### `lander {command.name}`", "", "| option | meaning |", "|---|---|"])
@@ -368,13 +365,12 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _section(section: Section, available: dict[str, Command], settings: set[Option]) -> list[str]:
-    """The section's table; adds the options that set one of its fields to ``settings``."""
+def _section(section: Section, available: dict[str, Command]) -> list[str]:
+    """The section's table."""
     present = [name for name in section.commands if name in available]
     readers = ", ".join(f"`lander {name}`" for name in present) or "no command yet"
     names = env_names(section.settings)
-    flags, matched = _flags_by_field(section, names, available)
-    settings.update(matched)
+    flags, _ = _flags_by_field(section, names, available)
     lines = [
         "",
         f"## {section.title}",
@@ -386,7 +382,7 @@ def _section(section: Section, available: dict[str, Command], settings: set[Opti
     ]
     for name in _own_fields(section):
         info = section.settings.model_fields[name]
-        description = info.description or _fallback_description(flags.get(name), available)
+        description = info.description or ""
         lines.append(
             "| "
             + " | ".join(
@@ -404,21 +400,10 @@ def _section(section: Section, available: dict[str, Command], settings: set[Opti
     return lines
 
 
-def _fallback_description(
-    by_flag: dict[str, list[str]] | None, available: dict[str, Command]
-) -> str:
-    """A field without a description: its flag's help, if it has a flag."""
-    for flag, where in (by_flag or {}).items():
-        for option in available[where[0]].options:
-            if option.flags == flag and option.help:
-                return _without_variable(option.help)
-    return ""
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the page, or with ``--check FILE`` compare FILE with it."""
     parser = argparse.ArgumentParser(
-        prog="python -m consumer.cli.configdoc",
+        prog="python docs/configdoc.py",
         description="Print the configuration reference generated from the settings.",
     )
     parser.add_argument(
