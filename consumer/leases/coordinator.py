@@ -294,6 +294,12 @@ class LeaseCoordinator:
         if self.metrics is not None:
             self.metrics.forget_shard(key)
 
+    def is_lost(self, key: str) -> bool:
+        """True once a lease this worker held was found taken or expired here (or was
+        already forgotten): nothing more may be done under it."""
+        held = self.held.get(key)
+        return held is None or held.lost
+
     def lease(self, key: str) -> Lease:
         """The latest known state of a held lease."""
         return self._held(key).lease

@@ -1,12 +1,21 @@
 """One shard's life under one lease, as an explicit state machine.
 
     INITIALIZING ─► PROCESSING ─┬─► SHARD_ENDED ──► DONE   (SHARD_END checkpointed)
-                                ├─► STOPPING ─────► DONE   (graceful: shutdown_requested)
-                                └─► LEASE_LOST ───► DONE   (nothing more written)
+          │                     ├─► STOPPING ─────► DONE   (graceful: shutdown_requested)
+          │                     │
+          └──────────┬──────────┴─► LEASE_LOST ───► DONE   (nothing more written)
+                     └────────────► FAILED                 (the worker restarts the shard)
 
-Lease loss wins over everything: the worker cancels the task the moment a fenced
-write fails or a renewal says so, and :meth:`ShardConsumer.lose` makes sure the
-processor hears ``lease_lost`` and nothing else afterwards.
+:data:`TRANSITIONS` is the diagram as data, and every change of state goes through
+it: a change it does not list raises, so the states are enforced, not only drawn.
+Any state before DONE may go to LEASE_LOST or FAILED.
+
+Lease loss is decided here, in one place. It reaches the consumer two ways: a fenced
+write (a checkpoint, a renewal made before using the lease) raises LeaseLostError in
+this task, or a renewal elsewhere finds the lease taken and the worker cancels this
+task. Either way :meth:`ShardConsumer.run` moves to LEASE_LOST, the processor hears
+``lease_lost`` once and nothing else afterwards, and the outcome is LOST; the worker
+only cancels and forgets.
 """
 
 from __future__ import annotations
@@ -49,6 +58,25 @@ class State(enum.StrEnum):
     STOPPING = "stopping"
     LEASE_LOST = "lease_lost"
     DONE = "done"
+    FAILED = "failed"
+
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.INITIALIZING: frozenset({State.PROCESSING, State.LEASE_LOST, State.FAILED}),
+    State.PROCESSING: frozenset(
+        {State.SHARD_ENDED, State.STOPPING, State.LEASE_LOST, State.FAILED}
+    ),
+    State.SHARD_ENDED: frozenset({State.DONE, State.LEASE_LOST, State.FAILED}),
+    State.STOPPING: frozenset({State.DONE, State.LEASE_LOST, State.FAILED}),
+    State.LEASE_LOST: frozenset({State.DONE}),
+    State.DONE: frozenset(),
+    State.FAILED: frozenset(),
+}
+"""Which state may follow which: the diagram above, enforced by ShardConsumer."""
+
+
+class TransitionError(RuntimeError):
+    """A change of state the diagram does not allow: a bug in the lifecycle."""
 
 
 class Outcome(enum.StrEnum):
@@ -188,21 +216,38 @@ class ShardConsumer:
         """Finish the batch in hand, then shut down gracefully."""
         self.stopping.set()
 
+    def _enter(self, state: State) -> None:
+        if state not in TRANSITIONS[self.state]:
+            raise TransitionError(f"shard {self.shard_id}: {self.state} -> {state}")
+        self.state = state
+
     async def run(self) -> Outcome:
-        """Run the shard until it ends, is stopped, or the lease is lost."""
+        """Run the shard until it ends, is stopped, or the lease is lost.
+
+        A processor or stream failure moves to FAILED and propagates (the worker
+        restarts the shard from its checkpoint with a new consumer). A cancellation
+        while the lease is lost is a lease loss; any other cancellation propagates.
+        """
         try:
             return await self._run()
         except LeaseLostError as exc:
-            self._log.info("shard stopped: lease lost", reason=exc.reason)
-            await self.lose()
-            return Outcome.LOST
+            return await self._lease_lost(exc.reason)
+        except asyncio.CancelledError:
+            if not self.coordinator.is_lost(self.shard_id):
+                raise
+            _uncancel()
+            return await self._lease_lost("a renewal found the lease taken")
+        except Exception:
+            if self.state not in (State.DONE, State.FAILED):
+                self._enter(State.FAILED)
+            raise
 
     async def _run(self) -> Outcome:
         lease = self.coordinator.lease(self.shard_id)
         await self.processor.initialize(
             InitializationInput(self.shard_id, self.coordinator.worker_id, lease.checkpoint)
         )
-        self.state = State.PROCESSING
+        self._enter(State.PROCESSING)
         self._log.info("shard processing", checkpoint=str(lease.checkpoint))
         # The reader runs one page ahead, so the next GetRecords is in flight while the
         # processor works and checkpoints (KCL's prefetching, one page deep).
@@ -227,21 +272,21 @@ class ShardConsumer:
                 )
                 self.records_delivered += len(batch.records)
                 if batch.shard_end:
-                    self.state = State.SHARD_ENDED
+                    self._enter(State.SHARD_ENDED)
                     await self.processor.shard_ended(self.checkpointer)
                     await self.checkpointer.mark_shard_end()
                     self._log.info("shard ended", records=self.records_delivered)
-                    self.state = State.DONE
+                    self._enter(State.DONE)
                     return Outcome.ENDED
                 if self.stopping.is_set():
                     break
         finally:
             fetcher.cancel()
             await asyncio.gather(fetcher, return_exceptions=True)
-        self.state = State.STOPPING
+        self._enter(State.STOPPING)
         await self.coordinator.ensure_valid(self.shard_id)
         await self.processor.shutdown_requested(self.checkpointer)
-        self.state = State.DONE
+        self._enter(State.DONE)
         return Outcome.STOPPED
 
     def _checkpointed(self, checkpoint: Checkpoint) -> None:
@@ -272,13 +317,21 @@ class ShardConsumer:
         except Exception as exc:
             await pages.put(exc)
 
-    async def lose(self) -> None:
+    async def _lease_lost(self, reason: str) -> Outcome:
         """Tell the processor the lease is gone (once); nothing is checkpointed."""
-        if self.state in (State.LEASE_LOST, State.DONE):
-            return
-        self.state = State.LEASE_LOST
-        try:
-            await self.processor.lease_lost()
-        except Exception:
-            self._log.exception("processor failed in lease_lost")
-        self.state = State.DONE
+        self._log.info("shard stopped: lease lost", reason=reason)
+        if self.state in TRANSITIONS and State.LEASE_LOST in TRANSITIONS[self.state]:
+            self._enter(State.LEASE_LOST)
+            try:
+                await self.processor.lease_lost()
+            except Exception:
+                self._log.exception("processor failed in lease_lost")
+            self._enter(State.DONE)
+        return Outcome.LOST
+
+
+def _uncancel() -> None:
+    """Take back the cancellation this task received: it has been handled."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()

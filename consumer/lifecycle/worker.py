@@ -116,7 +116,6 @@ class Worker:
         """Why this worker cannot land right now (None while it can)."""
         self._give_back = asyncio.Event()
         self._probing: asyncio.Task[None] | None = None
-        self._lost: set[str] = set()
         self._stopping = asyncio.Event()
         self._synced = asyncio.Event()
         self._sync_now = asyncio.Event()
@@ -323,7 +322,6 @@ class Worker:
     def _start_shard(self, key: str) -> None:
         if key in self.shard_tasks or self._stopping.is_set():
             return
-        self._lost.discard(key)
         self.progress[key] = ShardProgress()
         task = asyncio.create_task(self._own_shard(key), name=f"shard:{key}")
         self.shard_tasks[key] = task
@@ -334,7 +332,7 @@ class Worker:
         if self.shard_tasks.get(key) is task:
             del self.shard_tasks[key]
             self.progress.pop(key, None)
-        if key in self._lost:
+        if self.coordinator.is_lost(key):
             self.coordinator.forget(key)
         if not task.cancelled() and task.exception() is not None:
             # Never a lease renewed but not read: forget it, so this worker's next lease
@@ -348,8 +346,8 @@ class Worker:
         return task.get_name().removeprefix("shard:")
 
     def _lose(self, key: str) -> None:
-        """The lease is gone: stop the shard now, mid-batch if need be."""
-        self._lost.add(key)
+        """The lease is gone: stop the shard now, mid-batch if need be (its consumer
+        turns the cancellation into a lease loss)."""
         task = self.shard_tasks.get(key)
         if task is not None:
             task.cancel()
@@ -391,13 +389,6 @@ class Worker:
                     consumer.request_stop()
                 self.consumers[key] = consumer
                 outcome = await consumer.run()
-            except asyncio.CancelledError:
-                if key not in self._lost:
-                    raise
-                if consumer is not None:
-                    await consumer.lose()
-                outcome = Outcome.LOST
-                _uncancel()
             except Exception as exc:
                 progress.failed(exc)
                 self.metrics.shard_restarts.labels(key).inc()
@@ -415,14 +406,15 @@ class Worker:
                     await self._check_fitness(key)
                 if self.unfit is None and not self._stopping.is_set():
                     await _wait_any((self._stopping, self._give_back), delay)
-                if self.unfit is None and not self._stopping.is_set() and key not in self._lost:
+                lost = self.coordinator.is_lost(key)
+                if self.unfit is None and not self._stopping.is_set() and not lost:
                     continue
                 outcome = Outcome.STOPPED
             finally:
                 if consumer is not None and self.consumers.get(key) is consumer:
                     del self.consumers[key]
             break
-        if outcome is Outcome.LOST or key in self._lost:
+        if outcome is Outcome.LOST or self.coordinator.is_lost(key):
             self.coordinator.forget(key)
             return
         why = "shutdown" if self.unfit is None else "unfit"
@@ -490,12 +482,6 @@ async def _wait_any(events: tuple[asyncio.Event, ...], seconds: float) -> None:
         for waiter in waiters:
             waiter.cancel()
         await asyncio.gather(*waiters, return_exceptions=True)
-
-
-def _uncancel() -> None:
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()
 
 
 def tune_gc() -> None:

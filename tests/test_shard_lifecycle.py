@@ -1,0 +1,145 @@
+"""The shard consumer's state machine: the diagram as data, enforced, and lease loss
+decided in one place whichever way it arrives."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from consumer.config import load_settings
+from consumer.leases.memory import MemoryLeaseStore
+from consumer.lifecycle.processor import (
+    Checkpointer,
+    InitializationInput,
+    ProcessRecordsInput,
+)
+from consumer.lifecycle.shard_consumer import (
+    TRANSITIONS,
+    ShardConsumer,
+    State,
+    TransitionError,
+)
+from consumer.lifecycle.worker import Worker
+from consumer.sequence import Sentinel
+from consumer.stream.memory import MemoryStream
+
+TERMINAL = {State.DONE, State.FAILED}
+
+
+def test_the_diagram_is_closed_and_every_live_state_can_lose_its_lease() -> None:
+    """Every state is reachable from INITIALIZING, DONE and FAILED are terminal, and
+    every state before them may move to LEASE_LOST and to FAILED (a lease can be lost
+    and a processor can fail at any point)."""
+    assert set(TRANSITIONS) == set(State)
+    seen, todo = {State.INITIALIZING}, [State.INITIALIZING]
+    while todo:
+        for after in TRANSITIONS[todo.pop()]:
+            if after not in seen:
+                seen.add(after)
+                todo.append(after)
+    assert seen == set(State)
+    for state, allowed in TRANSITIONS.items():
+        if state in TERMINAL:
+            assert not allowed
+        elif state is not State.LEASE_LOST:
+            assert {State.LEASE_LOST, State.FAILED} <= allowed, state
+
+
+class Gate:
+    """A processor that holds its first batch until released, and records its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def initialize(self, init: InitializationInput) -> None:
+        self.calls.append("initialize")
+
+    async def process_records(self, batch: ProcessRecordsInput) -> None:
+        if batch.records and not self.holding.is_set():
+            self.holding.set()
+            await self.release.wait()
+        self.calls.append("process_records")
+
+    async def lease_lost(self) -> None:
+        self.calls.append("lease_lost")
+
+    async def shard_ended(self, checkpointer: Checkpointer) -> None:
+        self.calls.append("shard_ended")
+
+    async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
+        self.calls.append("shutdown_requested")
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 10) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> None:
+    """Mid-batch, another worker takes the lease: the worker's renewal notices and
+    cancels the task; the consumer turns that into LEASE_LOST, the processor hears
+    lease_lost once and nothing after, and the worker forgets the lease."""
+    stream = MemoryStream(1)
+    stream.put(b"{}", "k")
+    store = MemoryLeaseStore()
+    gate = Gate()
+    settings = load_settings(
+        stream="s",
+        lease_table="leases",
+        worker_id="w1",
+        failover_seconds=1.5,
+        lease_scan_seconds=0.1,
+    )
+    worker = Worker(settings, store, stream, lambda: gate)
+    task = asyncio.create_task(worker.run())
+    await _until(gate.holding.is_set)
+    key = "shardId-000000000000"
+    consumer = worker.consumers[key]
+    lease = next(lease for lease in await store.list_leases() if lease.key == key)
+    await store.take(lease, "w2")  # another worker takes it behind w1's back
+    await _until(lambda: key not in worker.shard_tasks)
+    assert consumer.state is State.DONE
+    assert gate.calls == ["initialize", "lease_lost"]
+    assert key not in worker.coordinator.held
+    gate.release.set()
+    worker.request_stop()
+    await asyncio.wait_for(task, 10)
+
+
+async def test_a_cancellation_without_a_lost_lease_is_not_a_lease_loss() -> None:
+    """Cancelled while the lease is still held (a shutdown past its time limit), the
+    consumer does not pretend the lease was lost: the cancellation propagates."""
+    from consumer.leases.coordinator import LeaseCoordinator
+
+    stream = MemoryStream(1)
+    stream.put(b"{}", "k")
+    store = MemoryLeaseStore()
+    await store.ensure_table()
+    key = "shardId-000000000000"
+    await store.create_lease(key, frozenset(), Sentinel.TRIM_HORIZON)
+    coordinator = LeaseCoordinator(store, "w1", failover=10, renew_interval=3)
+    await coordinator.lease_pass()
+    assert key in coordinator.held
+    gate = Gate()
+    consumer = ShardConsumer(key, coordinator, stream, gate)
+    run = asyncio.create_task(consumer.run())
+    await _until(gate.holding.is_set)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert "lease_lost" not in gate.calls
+    assert consumer.state is State.PROCESSING
+
+
+def test_a_change_the_diagram_does_not_allow_raises() -> None:
+    """States are enforced: DONE cannot go back to PROCESSING."""
+    consumer = ShardConsumer.__new__(ShardConsumer)
+    consumer.shard_id = "s"
+    consumer.state = State.DONE
+    with pytest.raises(TransitionError, match="done -> processing"):
+        consumer._enter(State.PROCESSING)
