@@ -60,6 +60,10 @@ to date.
 So ``readable_lines == len(kept) + transport_duplicates + producer_duplicates``: rows
 in, rows out and drops by cause of a correct compaction. ``lines`` counts the record
 lines written, every copy, whatever became of them since.
+
+Long module: one generator whose byte-determinism and truth accounting must stay in one
+place: the damage helpers edit the same :class:`Truth` the generator fills, with the same
+readers and record order.
 """
 
 from __future__ import annotations

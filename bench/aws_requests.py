@@ -19,6 +19,10 @@ epsilon); ``PrefetchRecordsPublisher`` spaces GetRecords calls at least
 idleTimeBetweenReads apart). Checkpoints and S3 writes are the application's: a KCL
 application landing the same files would checkpoint and put as often as the lander
 does, so the measured rate is used for both.
+
+Long module: the measured counts, the computed KCL column and the lander's own model share
+one labelling of requests (:func:`classify`), kept beside all three so the columns cannot
+drift apart.
 """
 
 from __future__ import annotations

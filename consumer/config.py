@@ -4,6 +4,9 @@ AWS endpoints, region and credentials are deliberately *not* settings here: boto
 reads ``AWS_REGION``, ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_KINESIS`` (``_DYNAMODB``,
 ``_S3``) and the credential chain itself, so pointing the daemon at an emulator needs
 no project-specific switch.
+
+Long module: every settings class, the loader that folds their errors into one line
+(unknown variables included) and the flags derived from their fields change together.
 """
 
 from __future__ import annotations

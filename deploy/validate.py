@@ -24,6 +24,9 @@ version, only ``usr/bin/promtool`` extracted: no server is installed).
 Every check runs; the exit status is 1 if any failed, and each failure names its file.
 Needs python3 (3.11+), node and npm, apt-get and dpkg-deb (Debian or a derivative) on
 PATH, and the package registries (first run only).
+
+Long module: a single stdlib-only script run by the system python3 before any project venv
+exists (``python3 deploy/validate.py``), so it imports no helper of its own.
 """
 
 from __future__ import annotations

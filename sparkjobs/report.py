@@ -1,9 +1,12 @@
 """Render an :class:`~sparkjobs.findings.Analysis` as one HTML page or a short text summary.
 
-Standard library only. The charts are inline SVG drawn by the small functions below, so
-the page opens from a laptop, a console download or a mail attachment with no network,
-fonts or JavaScript. Everything that came from the stream or the bucket (stream name,
-partition keys, producers, file names, reasons, details) goes through ``html.escape``.
+Standard library only. The charts are inline SVG (:mod:`sparkjobs.charts`), so the page
+opens from a laptop, a console download or a mail attachment with no network, fonts or
+JavaScript. Everything that came from the stream or the bucket (stream name, partition
+keys, producers, file names, reasons, details) goes through ``html.escape``.
+
+Long module: one page, section by section in page order, each section a short function
+of the Analysis sharing the page's number formats, tables and cards.
 """
 
 from __future__ import annotations
@@ -15,6 +18,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html import escape
 
+from sparkjobs.charts import (
+    GREY,
+    PALETTE,
+    Bar,
+    Series,
+    hbar_chart,
+    line_chart,
+    round_minutes,
+    stacked_bars,
+)
 from sparkjobs.findings import Analysis, Lateness, ShardShare, VolumePoint
 
 __all__ = ["render_html", "render_text"]
@@ -24,27 +37,6 @@ MAX_LINES = 12  # volume lines, "other" included: beyond a dozen colours nobody 
 MAX_BARS = 40  # shards in the records-per-shard chart, "other" included
 MAX_GAP_ROWS = 50
 MAX_TABLE_ROWS = 200  # a window full of malformed files must not make a 100 MB page
-
-WIDTH = 960
-# Tableau 10 and two more: distinguishable, and calm enough for a page people keep open.
-PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#59a14f",
-    "#e15759",
-    "#76b7b2",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#1f77b4",
-    "#8c564b",
-    "#17becf",
-)
-GREY = "#9e9e9e"
-# Whole minutes that make round bucket widths and axis steps; past a day, whole days.
-_ROUND_MINUTES = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
-_DAY = 1440
 
 _CSS = """
 :root{--fg:#1d2733;--muted:#5b6875;--panel:#f3f5f7;--line:#d9dee3;--warn:#a4261d;
@@ -83,10 +75,6 @@ def _utc(moment: datetime) -> datetime:
 
 def _epoch_minute(moment: datetime) -> int:
     return int(_utc(moment).timestamp()) // 60
-
-
-def _from_minute(minute: int) -> datetime:
-    return datetime.fromtimestamp(minute * 60, UTC)
 
 
 def _count(n: int) -> str:
@@ -129,14 +117,6 @@ def _duration(ms: float) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-def _compact(value: float) -> str:
-    """Axis labels: 950, 12k, 1.5M."""
-    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{suffix}"
-    return f"{value:.3g}"
-
-
 def _plain(text: str) -> str:
     """Text for a terminal: control characters from the data must not drive it."""
     return "".join(c if c.isprintable() else "?" for c in text)
@@ -144,188 +124,6 @@ def _plain(text: str) -> str:
 
 def _hour(hour: datetime | None) -> str:
     return "whole window" if hour is None else _utc(hour).strftime("%Y-%m-%d %H:%M")
-
-
-def _clip(text: str, length: int = 32) -> str:
-    """Shorten a chart label; the full text stays in the SVG ``<title>`` tooltip."""
-    return text if len(text) <= length else text[: length - 3] + "..."
-
-
-def _round_minutes(at_least: float) -> int:
-    """The smallest round width in minutes (1, 2, 5 ... 1 day, whole days) >= at_least."""
-    for minutes in _ROUND_MINUTES:
-        if minutes >= at_least:
-            return minutes
-    return _DAY * math.ceil(at_least / _DAY)
-
-
-def _ticks(top: float, count: int = 5) -> list[float]:
-    """Round axis ticks from 0 to at least ``top`` (1, 2, 2.5 or 5 times a power of ten)."""
-    if not math.isfinite(top) or top <= 0:
-        top = 1.0  # an all-zero chart still gets an axis
-    raw = top / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
-
-
-# --- SVG ---------------------------------------------------------------------------------
-
-
-def _drawable(value: float) -> float:
-    """The length to draw: negative (clock skew) and NaN (no samples) values draw nothing;
-    the number written next to them still tells the truth."""
-    return value if math.isfinite(value) and value > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Series:
-    name: str
-    values: list[float]
-    colour: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Bar:
-    label: str
-    value: float
-    note: str
-    colour: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Plot:
-    """The plotting area inside a chart, and the value at its top edge."""
-
-    left: float
-    top: float
-    width: float
-    height: float
-    top_value: float
-
-    def y(self, value: float) -> float:
-        return self.top + self.height - _drawable(value) / self.top_value * self.height
-
-
-def _svg(height: float, label: str, parts: list[str]) -> str:
-    return (
-        f'<svg class="chart" width="{WIDTH}" height="{height:.0f}" '
-        f'viewBox="0 0 {WIDTH} {height:.0f}" role="img" aria-label="{escape(label)}">'
-        f"<title>{escape(label)}</title>{''.join(parts)}</svg>"
-    )
-
-
-def _text(x: float, y: float, text: str, anchor: str = "start") -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}">{escape(text)}</text>'
-
-
-def _y_axis(plot: _Plot, ticks: list[float], title: str) -> list[str]:
-    """Grid lines with labels, and the axis title above them."""
-    right = plot.left + plot.width
-    parts = [_text(plot.left - 8, plot.top - 6, title)]
-    for tick in ticks:
-        y = plot.y(tick)
-        parts.append(
-            f'<line x1="{plot.left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#e3e6ea"/>'
-        )
-        parts.append(_text(plot.left - 6, y + 4, _compact(tick), "end"))
-    return parts
-
-
-def _legend(x: float, y: float, entries: list[tuple[str, str]]) -> list[str]:
-    parts = []
-    for i, (name, colour) in enumerate(entries):
-        row = y + 16 * i
-        parts.append(f'<rect x="{x}" y="{row - 9}" width="10" height="10" fill="{colour}"/>')
-        parts.append(_text(x + 16, row, _clip(name, 26)))
-    return parts
-
-
-def _line_chart(label: str, start: int, step: int, series: list[_Series], y_title: str) -> str:
-    """Lines over time: ``series[i].values[j]`` is at epoch minute ``start + j * step``."""
-    n = max(len(s.values) for s in series)
-    peak = max((v for s in series for v in s.values), default=0.0)
-    ticks = _ticks(peak)
-    plot = _Plot(left=64, top=24, width=WIDTH - 64 - 200, height=240, top_value=ticks[-1])
-    span = (n - 1) * step  # minutes from the first point to the last
-
-    def x_of(minute: float) -> float:
-        return plot.left + (plot.width * (minute - start) / span if span else 0.0)
-
-    parts = _y_axis(plot, ticks, y_title)
-    axis_y = plot.top + plot.height
-    tick_step = _round_minutes(span / 8)
-    with_date = span >= _DAY  # HH:MM alone repeats every day
-    for minute in range(math.ceil(start / tick_step) * tick_step, start + span + 1, tick_step):
-        x = x_of(minute)
-        stamp = _from_minute(minute).strftime("%m-%d %H:%M" if with_date else "%H:%M")
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" stroke="#888"/>'
-        )
-        parts.append(_text(x, axis_y + 16, stamp, "middle"))
-    parts.append(_text(plot.left + plot.width / 2, axis_y + 34, "time (UTC)", "middle"))
-    for s in series:
-        points = [f"{x_of(start + i * step):.1f},{plot.y(v):.1f}" for i, v in enumerate(s.values)]
-        if len(points) == 1:  # one minute of data: draw it across instead of not at all
-            points.append(f"{plot.left + plot.width:.1f},{plot.y(s.values[0]):.1f}")
-        parts.append(
-            f'<polyline fill="none" stroke="{s.colour}" stroke-width="1.5" '
-            f'points="{" ".join(points)}"><title>{escape(s.name)}</title></polyline>'
-        )
-    parts += _legend(
-        plot.left + plot.width + 20, plot.top + 8, [(s.name, s.colour) for s in series]
-    )
-    return _svg(axis_y + 44, label, parts)
-
-
-def _stacked_bars(label: str, categories: list[str], series: list[_Series], y_title: str) -> str:
-    """One stacked bar per category; labels thinned to about eight."""
-    n = len(categories)
-    peak = max((sum(s.values[i] for s in series) for i in range(n)), default=0.0)
-    ticks = _ticks(peak)
-    plot = _Plot(left=64, top=24, width=WIDTH - 64 - 140, height=200, top_value=ticks[-1])
-    parts = _y_axis(plot, ticks, y_title)
-    slot = plot.width / n
-    bar = max(slot * 0.7, 1.0)
-    every = math.ceil(n / 8)  # a date and time label is ~70 px wide
-    axis_y = plot.top + plot.height
-    for i, category in enumerate(categories):
-        x = plot.left + i * slot + (slot - bar) / 2
-        tip = ", ".join(f"{s.name} {s.values[i]:,.0f}" for s in series)
-        rects, base = [], 0.0
-        for s in series:
-            y0, y1 = plot.y(base), plot.y(base + s.values[i])
-            rects.append(
-                f'<rect x="{x:.1f}" y="{y1:.1f}" width="{bar:.1f}" height="{y0 - y1:.1f}" '
-                f'fill="{s.colour}"/>'
-            )
-            base += s.values[i]
-        parts.append(f"<g><title>{escape(f'{category}: {tip}')}</title>{''.join(rects)}</g>")
-        if i % every == 0:
-            parts.append(_text(x + bar / 2, axis_y + 16, category, "middle"))
-    parts += _legend(
-        plot.left + plot.width + 20, plot.top + 8, [(s.name, s.colour) for s in series]
-    )
-    return _svg(axis_y + 28, label, parts)
-
-
-def _hbar_chart(label: str, bars: list[_Bar]) -> str:
-    """Horizontal bars with a label on the left and the value written on the right."""
-    label_width = 12 + 7 * min(max(len(b.label) for b in bars), 32)
-    room = WIDTH - label_width - 180
-    top_value = max(_drawable(b.value) for b in bars)
-    parts = []
-    for i, b in enumerate(bars):
-        y = 8 + 22 * i
-        width = room * _drawable(b.value) / top_value if top_value > 0 else 0.0
-        parts.append(
-            f"<g><title>{escape(f'{b.label}: {b.note}')}</title>"
-            f'<rect x="{label_width}" y="{y}" width="{width:.1f}" height="16" fill="{b.colour}"/>'
-            f"</g>"
-        )
-        parts.append(_text(label_width - 8, y + 12, _clip(b.label), "end"))
-        parts.append(_text(label_width + width + 6, y + 12, b.note))
-    return _svg(16 + 22 * len(bars), label, parts)
 
 
 # --- HTML pieces -------------------------------------------------------------------------
@@ -432,7 +230,7 @@ def _header(a: Analysis) -> str:
     )
 
 
-def _bucket_volume(points: list[VolumePoint]) -> tuple[int, int, list[_Series], int]:
+def _bucket_volume(points: list[VolumePoint]) -> tuple[int, int, list[Series], int]:
     """Sum the volume into at most ~MAX_BUCKETS round buckets and MAX_LINES lines.
 
     Returns the first bucket's epoch minute, the bucket width in minutes, the lines
@@ -446,7 +244,7 @@ def _bucket_volume(points: list[VolumePoint]) -> tuple[int, int, list[_Series], 
     folded = len(busiest) - len(shown)
     first = min(_epoch_minute(p.minute) for p in points)
     last = max(_epoch_minute(p.minute) for p in points)
-    width = _round_minutes((last - first + 1) / MAX_BUCKETS)
+    width = round_minutes((last - first + 1) / MAX_BUCKETS)
     start = first - first % width  # buckets on round times: 10:15, not 10:07
     count = (last - start) // width + 1
     names = sorted(shown) + ([f"other ({folded} shards)"] if folded else [])
@@ -456,25 +254,25 @@ def _bucket_volume(points: list[VolumePoint]) -> tuple[int, int, list[_Series], 
         name = p.shard_id if p.shard_id in keep else names[-1]
         lines[name][(_epoch_minute(p.minute) - start) // width] += p.records
     series = [
-        _Series(name, lines[name], GREY if folded and i == len(names) - 1 else PALETTE[i])
+        Series(name, lines[name], GREY if folded and i == len(names) - 1 else PALETTE[i])
         for i, name in enumerate(names)
     ]
     return start, width, series, folded
 
 
-def _shard_bars(shards: list[ShardShare]) -> list[_Bar]:
+def _shard_bars(shards: list[ShardShare]) -> list[Bar]:
     """Records per shard in shard order; past MAX_BARS the quietest become "other"."""
     busiest = sorted(shards, key=lambda s: (-s.records, s.shard_id))
     shown = busiest if len(busiest) <= MAX_BARS else busiest[: MAX_BARS - 1]
     rest = busiest[len(shown) :]
     bars = [
-        _Bar(s.shard_id, s.records, f"{s.records:,} ({_share(s.share)})", PALETTE[0])
+        Bar(s.shard_id, s.records, f"{s.records:,} ({_share(s.share)})", PALETTE[0])
         for s in sorted(shown, key=lambda s: s.shard_id)
     ]
     if rest:
         records, share = sum(s.records for s in rest), sum(s.share for s in rest)
         note = f"{records:,} ({_share(share)})"
-        bars.append(_Bar(f"other ({len(rest)} shards)", records, note, GREY))
+        bars.append(Bar(f"other ({len(rest)} shards)", records, note, GREY))
     return bars
 
 
@@ -483,7 +281,7 @@ def _volume(a: Analysis) -> str:
     if a.volume:
         start, width, series, folded = _bucket_volume(a.volume)
         per = "records per minute" if width == 1 else f"records per {width} min"
-        parts.append(_line_chart(f"{per.capitalize()} by shard", start, width, series, per))
+        parts.append(line_chart(f"{per.capitalize()} by shard", start, width, series, per))
         if width > 1:
             parts.append(
                 f'<p class="note">Summed into {width}-minute buckets to keep the page small.</p>'
@@ -495,7 +293,7 @@ def _volume(a: Analysis) -> str:
     else:
         parts.append(_NO_DATA)
     parts.append("<h3>Records per shard</h3>")
-    parts.append(_hbar_chart("Records per shard", _shard_bars(a.shards)) if a.shards else _NO_DATA)
+    parts.append(hbar_chart("Records per shard", _shard_bars(a.shards)) if a.shards else _NO_DATA)
     return _section("volume", "Volume", parts)
 
 
@@ -506,10 +304,10 @@ def _duplicates(a: Analysis) -> str:
     with_date = _utc(hours[-1].hour) - _utc(hours[0].hour) >= timedelta(days=1)
     labels = [_utc(d.hour).strftime("%m-%d %H:%M" if with_date else "%H:%M") for d in hours]
     series = [
-        _Series("transport", [float(d.transport) for d in hours], PALETTE[0]),
-        _Series("producer", [float(d.producer) for d in hours], PALETTE[1]),
+        Series("transport", [float(d.transport) for d in hours], PALETTE[0]),
+        Series("producer", [float(d.producer) for d in hours], PALETTE[1]),
     ]
-    chart = _stacked_bars("Duplicates removed per hour", labels, series, "duplicates")
+    chart = stacked_bars("Duplicates removed per hour", labels, series, "duplicates")
     rows = [
         [
             _hour(d.hour),
@@ -559,9 +357,9 @@ def _lateness(a: Analysis) -> str:
                 top = max([v for v in values if math.isfinite(v)] + [1e-9])
                 for name, v in zip(("p50", "p90", "p99", "max"), values, strict=True):
                     colour = PALETTE[k % len(PALETTE)]
-                    bars.append(_Bar(f"{kind} {name}", v / top, _duration(v), colour))
+                    bars.append(Bar(f"{kind} {name}", v / top, _duration(v), colour))
     if bars:
-        parts.append(_hbar_chart("Whole-window lateness percentiles", bars))
+        parts.append(hbar_chart("Whole-window lateness percentiles", bars))
         parts.append('<p class="note">Bars are scaled per kind, to that kind\'s maximum.</p>')
     headers = ["kind", "hour (UTC)", "samples", "p50", "p90", "p99", "max"]
     parts.append(_table(headers, rows, (2, 3, 4, 5, 6), limit=10 * MAX_TABLE_ROWS))

@@ -14,6 +14,9 @@ workers, but Spark's S3 connector is not a pip package, and the point of the dem
 that it runs anywhere Python, Node and Java do. Everything the demo makes lives under
 ``--workdir`` (default ``./lander-demo``), which it wipes on start only if an earlier
 demo made it.
+
+Long module: one end-to-end scenario, read in order, whose steps hand each other the facts
+gathered so far (workers, produced counts, archive, compacted rows).
 """
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ stuck (checkpoint age, pending records, last error) in the metrics and the lease
 
 Before any of that the worker claims its id (:mod:`consumer.leases.identity`): a
 second live process under the same id is refused.
+
+Long module: the supervising loops, the shard tasks and the landing health share one
+state (held leases, running consumers, whether the worker can land); apart, each
+would need the others' internals.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ wire type, a missing required field, an index outside its table, a key that is n
 UTF-8 are all errors) and lenient where protobuf says to be (unknown fields, tags and
 repeated scalar fields are skipped or last-one-wins), so aggregates written by newer
 producers still decode.
+
+Long module: the decoder and the encoder of one wire format, kept together so the field
+numbers, wire types and size rules they share stay each other's inverse.
 """
 
 from __future__ import annotations

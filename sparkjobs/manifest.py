@@ -1,0 +1,87 @@
+"""The run manifest: what one compaction run read, dropped and wrote.
+
+Written to ``{output}/stream={stream}/_manifests/{run_id}.json`` before the pointer
+that publishes the run, and returned by :func:`sparkjobs.compact.compact`. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from sparkjobs.publish import InputFile
+
+TOTALS = (
+    "input_files",
+    "input_rows",
+    "transport",
+    "producer",
+    "malformed",
+    "output_rows",
+    "output_files",
+    "output_bytes",
+)
+"""The counters summed over the rewritten hours into the manifest's ``totals``."""
+
+
+@dataclass(slots=True)
+class BadFile:
+    """An input object that is not a whole gzip stream, or holds malformed lines."""
+
+    file: str
+    kind: str
+    lines: int
+    detail: str
+
+
+@dataclass(slots=True)
+class HourStats:
+    """What one rewritten hour read and kept."""
+
+    hour: str
+    input_files: int
+    input_bytes: int
+    input_rows: int = 0
+    transport: int = 0
+    producer: int = 0
+    malformed: int = 0
+    output_rows: int = 0
+    output_files: int = 0
+    output_bytes: int = 0
+
+
+@dataclass(slots=True)
+class RunManifest:
+    """One compaction run, as written to ``_manifests/{run_id}.json``."""
+
+    run_id: str
+    stream: str
+    window: str
+    archive: str
+    output: str
+    listed_at: str
+    status: str = "running"
+    stale_hours: list[str] = field(default_factory=list)
+    unchanged_hours: list[str] = field(default_factory=list)
+    hours: list[HourStats] = field(default_factory=list)
+    bad_files: list[BadFile] = field(default_factory=list)
+    inputs: list[InputFile] = field(default_factory=list)
+    lookback_files: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def total(self, name: str) -> int:
+        """A counter summed over the rewritten hours."""
+        return sum(int(getattr(hour, name)) for hour in self.hours)
+
+    def to_json(self) -> bytes:
+        """The manifest file's bytes."""
+        body = asdict(self)
+        body["totals"] = {name: self.total(name) for name in TOTALS}
+        return json.dumps(body, indent=1, sort_keys=True).encode() + b"\n"
+
+
+def new_run_id(now: datetime) -> str:
+    """Sortable by time, unique across concurrent runs."""
+    return f"{now:%Y%m%dT%H%M%S%fZ}-{uuid.uuid4().hex[:8]}"
