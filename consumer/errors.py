@@ -24,9 +24,11 @@ clients that call AWS: each wraps them into its branch below::
     │   └── LeaseStoreError            (consumer.leases.store) retriable per instance:
     │                                  5xx, throttling, connection failures (not:
     │                                  access denied)
-    └── ObjectStoreError               consumer.landing.objects: the archive; retriable
-                                       per instance (5xx, SlowDown, resets; not: a
-                                       missing bucket, access denied, a read-only folder)
+    ├── ObjectStoreError               consumer.landing.objects: the archive; retriable
+    │                                  per instance (5xx, SlowDown, resets; not: a
+    │                                  missing bucket, access denied, a read-only folder)
+    └── TransitionError                consumer.lifecycle.shard_consumer: a change of
+                                       state the shard's diagram does not allow (a bug)
 """
 
 from __future__ import annotations

@@ -331,7 +331,7 @@ def render() -> str:
         "<!-- Generated from the settings classes and the `lander` argument parser by",
         f"     `{GENERATE}`. Do not edit by hand:",
         f"     `{CHECK}` fails when this page is out",
-        "     of date, and so does tests/test_configdoc.py. -->",
+        "     of date, and so does tests/cli/test_configdoc.py. -->",
         "",
         "Every setting is an environment variable. Where a command has a flag for it, the",
         "flag overrides the variable. A bad or missing value stops the command before it",

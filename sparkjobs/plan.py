@@ -2,7 +2,7 @@
 
 Pure: the filesystem is only listed (:class:`~sparkjobs.io.Filesystem`), what is
 published comes in as entries, and nothing here imports pyspark, so every decision is
-tested without a JVM (tests/test_compact_plan.py).
+tested without a JVM (tests/sparkjobs/test_compact_plan.py).
 
 - An hour's result depends on its own objects and on those of the ``lookback_minutes``
   before it (:func:`inputs_of`), so the hours listed are the window's and those its

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.errors import LanderError
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.model import LeaseLostError
 from consumer.lifecycle.processor import (
@@ -75,7 +76,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 """Which state may follow which: the diagram above, enforced by ShardConsumer."""
 
 
-class TransitionError(RuntimeError):
+class TransitionError(LanderError):
     """A change of state the diagram does not allow: a bug in the lifecycle."""
 
 

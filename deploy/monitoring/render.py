@@ -7,7 +7,7 @@ groups as ``deploy/k8s/base/prometheusrule.yaml``, which this script writes::
     .venv/bin/python deploy/monitoring/render.py           # rewrite the PrometheusRule
     .venv/bin/python deploy/monitoring/render.py --check   # exit 1 if it is out of date
 
-``--check`` runs in ``make validate-deploy`` and tests/test_alert_rules.py does the same
+``--check`` runs in ``make validate-deploy`` and tests/deploy/test_alert_rules.py does the same
 comparison, so a rule edited in one file only fails both. Needs PyYAML.
 """
 

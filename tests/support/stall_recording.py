@@ -1,6 +1,6 @@
 """Recordings of a worker's ``/metrics`` while it stalls, and while it is healthy.
 
-For tests/test_alert_rules.py, which replays them through the alerting rules with
+For tests/deploy/test_alert_rules.py, which replays them through the alerting rules with
 promtool. A real worker runs in-process (the in-memory stream and lease table, the
 lander on an in-memory archive) and its registry is sampled the way Prometheus would
 scrape it, every ``PERIOD`` seconds.

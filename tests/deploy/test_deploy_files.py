@@ -21,7 +21,7 @@ import yaml  # type: ignore[import-untyped]
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
 OVERLAYS = sorted(p.name for p in (K8S / "overlays").iterdir() if p.is_dir())

@@ -30,7 +30,7 @@ from consumer.config import (
 from consumer.metrics import version
 from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, load
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CLASSES: tuple[type[BaseSettings], ...] = (
     Settings,
     ProduceSettings,

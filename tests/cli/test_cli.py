@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.processes  # each test runs `python -m consumer.cli`
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _lander(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

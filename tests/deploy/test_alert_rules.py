@@ -33,7 +33,7 @@ from tests.support.stall_recording import (
     record_stalled_worker,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MONITORING = REPO / "deploy" / "monitoring"
 ALERTS = MONITORING / "alerts.yml"
 ALERTS_TEST = MONITORING / "alerts_test.yml"

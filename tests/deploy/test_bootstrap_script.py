@@ -24,7 +24,7 @@ pytest.importorskip("localstack_client", reason="localstack-client (the compose 
 
 import boto3
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "local" / "bootstrap.py"
 STREAM = "smoke-orders"
 TABLE = "smoke-orders-leases"

@@ -26,7 +26,7 @@ from consumer.config import (
 from sparkjobs import cli as jobs_cli
 from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, yesterday
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "configuration.md"
 SCRIPT = REPO / "docs" / "configdoc.py"
 

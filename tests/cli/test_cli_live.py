@@ -24,7 +24,7 @@ import boto3
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes, pytest.mark.timeout(180)]
 

@@ -29,7 +29,7 @@ from sparkjobs.plan import (
 from sparkjobs.publish import HourEntry, InputFile
 from sparkjobs.window import Window, hour_label
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = "mem://archive"
 SOURCE = f"{ARCHIVE}/stream=orders"
 DAY = datetime(2026, 11, 21, tzinfo=UTC)

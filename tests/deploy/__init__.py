@@ -1,0 +1,1 @@
+"""Tests of deployment files, images and monitoring."""

@@ -1,0 +1,1 @@
+"""Tests of the shard lifecycle and the worker."""
