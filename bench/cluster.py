@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from consumer.cli.harness import stop_processes
+from consumer.cli.harness import start_worker, stop_processes
 from consumer.leases.model import WORKER_KEY_PREFIX
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,15 +52,7 @@ class Workers:
             "PYTHONPATH": str(REPO),
             **self.settings,
         }
-        with (self.workdir / f"{name}.log").open("ab") as log:
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "consumer.cli", "run"],
-                env=env,
-                cwd=REPO,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+        self.procs[name] = start_worker(env, self.workdir / f"{name}.log", cwd=REPO)
 
     def signal(self, name: str, signum: int) -> None:
         """Send a signal to exactly the worker we started under that name."""

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.local_aws import boto3_client, create_stream, local_aws
+from consumer.archive.layout import parse_key
+from consumer.cli.harness import start_worker
 
 REPO = Path(__file__).resolve().parents[1]
 FLUSH_SECONDS = 5
@@ -78,9 +80,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         stream, bucket = f"lat-{uuid.uuid4().hex[:8]}", f"lat-{uuid.uuid4().hex[:8]}"
         create_stream(kinesis, stream, 2)
         s3.create_bucket(Bucket=bucket)
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run"],
-            env={
+        worker = start_worker(
+            {
                 **os.environ,
                 "PYTHONPATH": str(REPO),
                 "LANDER_STREAM": stream,
@@ -89,10 +90,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                 "LANDER_FLUSH_SECONDS": str(FLUSH_SECONDS),
                 "LANDER_LOG_FORMAT": "json",
             },
+            log,
             cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
         )
         put_times: dict[str, float] = {}
         landed: dict[str, float] = {}
@@ -121,8 +120,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                     continue
                 for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
                     for item in page.get("Contents", []):
-                        if item["Key"] in seen:
-                            continue
+                        if item["Key"] in seen or parse_key(item["Key"]) is None:
+                            continue  # seen, or not a landed object (the archive probe)
                         seen.add(item["Key"])
                         found = time.time()
                         body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()

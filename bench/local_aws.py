@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 import boto3
 
 from consumer.cli.emulators import LocalStack
+from consumer.cli.harness import wait_stream_active
 
 LOOPBACK = "127.0.0.1"
 
@@ -98,8 +99,4 @@ def shard_hash_keys(kinesis: Any, stream: str) -> dict[str, str]:
 def create_stream(kinesis: Any, stream: str, shards: int, timeout: float = 30.0) -> None:
     """Create a stream and wait until it is ACTIVE."""
     kinesis.create_stream(StreamName=stream, ShardCount=shards)
-    waiter = kinesis.get_waiter("stream_exists")
-    waiter.wait(
-        StreamName=stream,
-        WaiterConfig={"Delay": 0.1, "MaxAttempts": int(timeout / 0.1)},
-    )
+    wait_stream_active(kinesis, stream, timeout)

@@ -1,10 +1,10 @@
 """The operator layer: the ``lander`` command and what stands behind it.
 
     (this module)  the argument parser and the commands' entry points
-    demo.py        the whole pipeline on the embedded local stack
+    demo.py        the whole pipeline on the embedded local stack; reconcile.py its checks
     produce.py     the load generator (retries, KPL aggregates, bad payloads)
     status.py      the lease table as a person reads it
-    harness.py     worker processes for the demo, the benchmarks and the tests
+    harness.py     worker processes and progress lines for the demo, bench and tests
     emulators/     the embedded local AWS stack (kinesalite, moto)
 
 It may import everything below it, and the Spark jobs (``compact``, ``analyse``);

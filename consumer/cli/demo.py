@@ -13,29 +13,24 @@ The archive is a local folder (``file://``): the S3 emulator would work for the
 workers, but Spark's S3 connector is not a pip package, and the point of the demo is
 that it runs anywhere Python, Node and Java do. Everything the demo makes lives under
 ``--workdir`` (default ``./lander-demo``), which it wipes on start only if an earlier
-demo made it.
-
-Long module: one end-to-end scenario, read in order, whose steps hand each other the facts
-gathered so far (workers, produced counts, archive, compacted rows).
+demo made it. The reconciliation and the summary are in :mod:`.reconcile`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import signal
-import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from consumer.archive import reader as archive_reader
-from consumer.cli.harness import WorkerProcess
-from consumer.cli.produce import Place, Produced, Producer, ProduceSpec
+from consumer.cli.harness import Say, WorkerProcess
+from consumer.cli.produce import Produced, Producer, ProduceSpec
+from consumer.cli.reconcile import ArchiveView, read_archive, reconcile, shown, summary
 
 MARKER = ".lander-demo"
 STREAM = "demo"
@@ -64,63 +59,6 @@ class DemoSpec:
     spark_master: str = "local[2]"
     kill_at: float = 0.35
     split_at: float = 0.6
-
-
-@dataclass(slots=True)
-class ArchiveView:
-    """What an independent reader finds in the archive folder."""
-
-    landed: Counter[Place] = field(default_factory=Counter)
-    dead: Counter[Place] = field(default_factory=Counter)
-    files: int = 0
-    dead_files: int = 0
-    days: set[str] = field(default_factory=set)
-
-    @property
-    def raw_duplicates(self) -> int:
-        """Copies beyond the first of any position (the target is zero)."""
-        return sum(n - 1 for n in self.landed.values() if n > 1)
-
-
-def read_archive(root: Path, stream: str) -> ArchiveView:
-    """Read every landed and dead-letter object under a file archive (whole files only)."""
-    view = ArchiveView()
-    for landed in archive_reader.read_archive(root, stream):
-        view.files += 1
-        view.days.add(f"{landed.key.minute:%Y-%m-%d}")
-        for line in landed.lines:
-            view.landed[(line.shard_id, line.sequence_number, line.subsequence_number)] += 1
-    for path in archive_reader.dead_letter_paths(root, stream):
-        view.dead_files += 1
-        for letter in archive_reader.read_dead_letters(path):
-            view.dead[_position(letter)] += 1
-    return view
-
-
-def _position(line: dict[str, Any]) -> Place:
-    return (str(line["shard_id"]), str(line["sequence_number"]), int(line["subsequence_number"]))
-
-
-@dataclass(slots=True)
-class Check:
-    """One line of the final reconciliation."""
-
-    what: str
-    ok: bool
-    detail: str
-
-
-class Say:
-    """Progress lines on stdout, each with the seconds since the demo started."""
-
-    def __init__(self, out: IO[str] = sys.stdout) -> None:
-        self.out = out
-        self.started = time.monotonic()
-
-    def __call__(self, text: str) -> None:
-        """Print one progress line."""
-        self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
-        self.out.flush()
 
 
 def prepare_workdir(workdir: Path) -> Path:
@@ -153,7 +91,7 @@ async def _demo(spec: DemoSpec, say: Say) -> int:
     workdir = prepare_workdir(spec.workdir)
     archive = workdir / "archive"
     archive.mkdir()
-    say(f"work folder {_shown(workdir)}")
+    say(f"work folder {shown(workdir)}")
     say("starting the embedded local stack (kinesalite for Kinesis, moto for DynamoDB)")
     stack = LocalStack()
     try:
@@ -437,105 +375,6 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
     finally:
         spark.stop()
     lost = len(produced.event_ids() - ids)
-    checks = _reconcile(produced, view, transport, producer_dups, rows, distinct, lost)
-    _summary(produced, view, checks, chaos, metrics, report, workdir, lost, say)
+    checks = reconcile(produced, view, transport, producer_dups, rows, distinct, lost)
+    summary(produced, view, checks, chaos, metrics, report, workdir, lost, say)
     return 0 if all(c.ok for c in checks) else 1
-
-
-def _reconcile(  # noqa: PLR0917 - one number per argument
-    produced: Produced,
-    view: ArchiveView,
-    transport: int,
-    producer_dups: int,
-    rows: int,
-    distinct: int,
-    lost: int,
-) -> list[Check]:
-    wanted, bad = produced.places(), produced.places(bad=True)
-    landed = set(view.landed)
-    missing = len(wanted - landed)
-    unexpected = len(landed - wanted)
-    events = len(produced.event_ids())
-    return [
-        Check(
-            "every produced record landed",
-            missing == 0 and unexpected == 0,
-            f"{len(wanted):,} produced, {len(landed & wanted):,} landed, "
-            f"{missing} missing, {unexpected} unexpected",
-        ),
-        Check(
-            "bad payloads dead-lettered",
-            bad == set(view.dead),
-            f"{len(bad)} bad, {len(view.dead)} dead letters",
-        ),
-        Check(
-            "raw copies removed as transport duplicates",
-            transport == view.raw_duplicates,
-            f"{view.raw_duplicates} raw copies in the archive, {transport} removed",
-        ),
-        Check(
-            "producer retries removed",
-            producer_dups == produced.retries,
-            f"{produced.retries} retries, {producer_dups} removed",
-        ),
-        Check(
-            "one row per event id",
-            rows == distinct == events and lost == 0,
-            f"{events:,} events, {rows:,} rows, {distinct:,} distinct ids, {lost} lost",
-        ),
-    ]
-
-
-def _summary(  # noqa: PLR0917
-    produced: Produced,
-    view: ArchiveView,
-    checks: list[Check],
-    chaos: list[str],
-    metrics: Counter[str],
-    report: str,
-    workdir: Path,
-    lost: int,
-    say: Say,
-) -> None:
-    ok = all(c.ok for c in checks)
-    out = say.out
-    out.write("\n")
-    out.write(f"kinesis-lander demo: {'OK, every count reconciles' if ok else 'FAILED'}\n")
-    lines = [
-        (
-            "produced",
-            f"{produced.events:,} events + {produced.retries:,} producer retries + "
-            f"{produced.bad} bad payloads = {produced.user_records:,} user records "
-            f"({produced.aggregated_user_records:,} of them in {produced.aggregates:,} KPL "
-            "aggregates)",
-        ),
-        (
-            "landed",
-            f"{sum(view.landed.values()):,} records in {view.files:,} files; "
-            f"{sum(view.dead.values())} dead letters; {view.raw_duplicates} raw duplicates",
-        ),
-        ("duplicates", f"{checks[3].detail}; {checks[2].detail}"),
-        ("lost", f"{lost} events produced but not in the compacted output"),
-        ("chaos", "; ".join(chaos) or "none"),
-        (
-            "workers",
-            ", ".join(f"{name} {n:,}" for name, n in sorted(metrics.items()))
-            + " (from /metrics of the workers still running)",
-        ),
-        ("report", _shown(Path(report.removeprefix("file://"))) if report else "-"),
-        ("parquet", f"{_shown(workdir / 'compacted')} (current files: sparkjobs.compacted)"),
-        ("logs", _shown(workdir / "logs")),
-        ("took", f"{time.monotonic() - say.started:.0f} s"),
-    ]
-    for name, text in lines:
-        out.write(f"  {name:<11}{text}\n")
-    out.write("\n")
-    for check in checks:
-        out.write(f"  [{'ok' if check.ok else 'FAIL'}] {check.what}: {check.detail}\n")
-    out.flush()
-
-
-def _shown(path: Path) -> str:
-    with contextlib.suppress(ValueError):
-        return str(path.relative_to(Path.cwd()))
-    return str(path)

@@ -1,5 +1,7 @@
 """Worker processes for the demo, the benchmarks and the tests: start ``lander run``
-as a child, read its metrics port from its log, stop it by PID, wait for a condition.
+as a child (:func:`start_worker`, the one place that knows how), read its metrics port
+from its log, stop it by PID, wait for a condition or an ACTIVE stream; and the
+progress lines (:class:`Say`) the demo and the chaos suite print.
 
 Only processes this code started are signalled (never by name).
 """
@@ -15,9 +17,38 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+
+def start_worker(
+    env: Mapping[str, str], log: Path | IO[bytes], *, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``lander run`` as a child process with ``env``; its stdout and stderr go
+    to ``log`` (a path, appended to, or an open binary file). The one place that
+    knows how a worker process is started."""
+    if isinstance(log, Path):
+        with log.open("ab") as out:
+            return start_worker(env, out, cwd=cwd)
+    return subprocess.Popen(
+        [sys.executable, "-m", "consumer.cli", "run"],
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_stream_active(kinesis: Any, stream: str, timeout: float = 30.0) -> None:
+    """Wait until a stream (created through a boto3 Kinesis client) is ACTIVE."""
+
+    def active() -> bool:
+        summary = kinesis.describe_stream_summary(StreamName=stream)
+        return bool(summary["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE")
+
+    wait_until(active, timeout, f"stream {stream} to become ACTIVE")
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, step: float = 0.1) -> Any:
@@ -57,14 +88,7 @@ class WorkerProcess:
     def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
         self.name = name
         self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        self.proc = start_worker(env, log_path)
         self.port: int | None = None
 
     def find_port(self) -> int | None:
@@ -104,7 +128,6 @@ class WorkerProcess:
             self.proc.kill()
             self.proc.wait()
             code = None
-        self._log.close()
         return code
 
     def tail(self, lines: int = 15) -> str:
@@ -112,3 +135,16 @@ class WorkerProcess:
         with contextlib.suppress(OSError):
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         return ""
+
+
+class Say:
+    """Progress lines on stdout, each with the seconds since the demo started."""
+
+    def __init__(self, out: IO[str] = sys.stdout) -> None:
+        self.out = out
+        self.started = time.monotonic()
+
+    def __call__(self, text: str) -> None:
+        """Print one progress line."""
+        self.out.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
+        self.out.flush()

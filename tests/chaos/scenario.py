@@ -30,9 +30,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
-from consumer.cli.demo import Say
 from consumer.cli.emulators import LocalStack
-from consumer.cli.harness import WorkerProcess
+from consumer.cli.harness import Say, WorkerProcess, wait_stream_active
 from consumer.cli.produce import Place, Produced, Producer, ProduceSpec
 from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
 
@@ -246,12 +245,7 @@ class Chaos:
         self.say(f"{self.profile.shards} shards, {self.profile.workers} workers, faults on")
 
     def _wait_active(self) -> None:
-        for _ in range(300):
-            summary = self.direct["kinesis"].describe_stream_summary(StreamName=self.stream)
-            if summary["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
-                return
-            time.sleep(0.1)
-        raise AssertionError("stream did not become ACTIVE")
+        wait_stream_active(self.direct["kinesis"], self.stream)
 
     def _start_worker(self) -> str:
         name = f"w{self._next_worker}"

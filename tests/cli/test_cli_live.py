@@ -24,6 +24,8 @@ import boto3
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from consumer.cli.harness import start_worker
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes, pytest.mark.timeout(180)]
@@ -115,15 +117,7 @@ def live(aws_env: dict[str, str], tmp_path: Path) -> Iterator[Live]:
         LANDER_LOG_FORMAT="json",
     )
     log = tmp_path / "worker.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run"],
-            env=env,
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = start_worker(env, log, cwd=REPO)
     live = Live(env, proc, log)
     try:
         _wait(live.find_port, "the worker's metrics port")

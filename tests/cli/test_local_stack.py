@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from consumer.cli.emulators import REGION, LocalStack, LocalStackError
 from consumer.cli.emulators import stack as stack_module
+from consumer.cli.harness import wait_stream_active
 
 pytestmark = pytest.mark.emulator
 
@@ -63,14 +64,6 @@ def _wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _wait_active(kinesis: Any, stream: str) -> None:
-    def active() -> bool:
-        summary = kinesis.describe_stream_summary(StreamName=stream)
-        return bool(summary["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE")
-
-    _wait_until(active)
-
-
 def _pid_alive(pid: int) -> bool:
     # A zombie (exited, not yet reaped by whoever adopted it) counts as gone.
     try:
@@ -104,7 +97,7 @@ def test_kinesis_sequence_numbers_are_long_and_increase_as_integers(kinesis: Any
     """kinesalite gives >= 50-digit decimal sequence numbers that increase within a shard."""
     stream = _name("seq")
     kinesis.create_stream(StreamName=stream, ShardCount=2)
-    _wait_active(kinesis, stream)
+    wait_stream_active(kinesis, stream)
 
     by_shard: dict[str, list[str]] = {}
     for i in range(40):
@@ -124,7 +117,7 @@ def test_kinesis_split_and_merge_record_parents_and_closed_shards_end(kinesis: A
     reading a closed shard to its end yields a page without NextShardIterator."""
     stream = _name("reshard")
     kinesis.create_stream(StreamName=stream, ShardCount=2)
-    _wait_active(kinesis, stream)
+    wait_stream_active(kinesis, stream)
     parent = kinesis.list_shards(StreamName=stream)["Shards"][0]
     parent_id = parent["ShardId"]
     low = int(parent["HashKeyRange"]["StartingHashKey"])
@@ -139,7 +132,7 @@ def test_kinesis_split_and_merge_record_parents_and_closed_shards_end(kinesis: A
     kinesis.split_shard(
         StreamName=stream, ShardToSplit=parent_id, NewStartingHashKey=str((low + high) // 2 + 1)
     )
-    _wait_active(kinesis, stream)  # kinesalite refuses the merge while the stream is UPDATING
+    wait_stream_active(kinesis, stream)  # kinesalite refuses the merge while the stream is UPDATING
     shards = kinesis.list_shards(StreamName=stream)["Shards"]
     children = [s for s in shards if s.get("ParentShardId") == parent_id]
     assert len(children) == 2
@@ -153,7 +146,7 @@ def test_kinesis_split_and_merge_record_parents_and_closed_shards_end(kinesis: A
         ShardToMerge=children[0]["ShardId"],
         AdjacentShardToMerge=children[1]["ShardId"],
     )
-    _wait_active(kinesis, stream)
+    wait_stream_active(kinesis, stream)
     shards = {s["ShardId"]: s for s in kinesis.list_shards(StreamName=stream)["Shards"]}
     merged = [s for s in shards.values() if "AdjacentParentShardId" in s]
     assert len(merged) == 1

@@ -10,7 +10,6 @@ import gzip
 import json
 import os
 import subprocess
-import sys
 import threading
 import uuid
 from collections import Counter, defaultdict
@@ -22,7 +21,7 @@ from typing import Any
 
 import boto3
 
-from consumer.cli.harness import stop_processes, wait_until
+from consumer.cli.harness import start_worker, stop_processes, wait_stream_active, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,12 +82,7 @@ class Cluster:
 
     def wait_active(self) -> None:
         """Wait until the stream accepts writes and reshards."""
-
-        def active() -> bool:
-            summary = self.kinesis.describe_stream_summary(StreamName=self.stream)
-            return bool(summary["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE")
-
-        wait_until(active, 30, "stream ACTIVE")
+        wait_stream_active(self.kinesis, self.stream)
 
     # -- workers -------------------------------------------------------------------
 
@@ -107,15 +101,7 @@ class Cluster:
             **self.extra_env,
             **settings,
         }
-        log = (self.workdir / f"{name}.log").open("ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "consumer.cli", "run"],
-            env=env,
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = start_worker(env, self.workdir / f"{name}.log", cwd=REPO)
         self.procs[name] = proc
         return proc
 
