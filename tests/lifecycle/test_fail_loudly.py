@@ -225,6 +225,7 @@ def test_a_worker_that_cannot_land_gives_back_and_the_fleet_lands_everything(
     last_put = time.monotonic()
     ids = cluster.wait_all_archived(timeout=FAILOVER + 30)
     took = time.monotonic() - last_put
+    print(f"every record landed {took:.1f} s after the last put (bound {FAILOVER + 30:.0f} s)")
     assert took <= FAILOVER + 30
     assert all(ids[i] == 1 for i in cluster.produced), [i for i in cluster.produced if ids[i] != 1]
     assert "bad" not in cluster.owners()
