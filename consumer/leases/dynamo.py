@@ -81,14 +81,8 @@ class DynamoLeaseStore:
 
         Describes first, so a role that may use the table but not create tables works
         against an existing one."""
-        try:
-            described = await self._client.describe_table(TableName=self._table)
-        except ClientError as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise
-        else:
-            if described["Table"].get("TableStatus") == "ACTIVE":
-                return
+        if await self._status() == "ACTIVE":
+            return
         try:
             await self._client.create_table(
                 TableName=self._table,
@@ -100,16 +94,20 @@ class DynamoLeaseStore:
             if error_code(exc) != "ResourceInUseException":
                 raise
         for _ in range(600):
-            try:
-                described = await self._client.describe_table(TableName=self._table)
-            except ClientError as exc:
-                if error_code(exc) != "ResourceNotFoundException":
-                    raise
-            else:
-                if described["Table"].get("TableStatus") == "ACTIVE":
-                    return
+            if await self._status() == "ACTIVE":
+                return
             await asyncio.sleep(0.1)
         raise TimeoutError(f"lease table {self._table} did not become ACTIVE")
+
+    async def _status(self) -> str | None:
+        """The table's status, or None while it does not exist."""
+        try:
+            described = await self._client.describe_table(TableName=self._table)
+        except ClientError as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise
+            return None
+        return described["Table"].get("TableStatus")
 
     @_aws
     async def list_leases(self) -> list[Lease]:

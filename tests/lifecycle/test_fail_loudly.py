@@ -20,7 +20,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,21 +33,6 @@ pytestmark = [pytest.mark.emulator, pytest.mark.processes]
 FAILOVER = float(FAST["LANDER_FAILOVER_SECONDS"])
 LANDER = Path(sys.executable).parent / "lander"
 EXIT_REFUSED = 3
-
-
-@pytest.fixture
-def make_cluster(aws_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """Build clusters; every worker started is stopped (by PID) at the end."""
-    made: list[Cluster] = []
-
-    def make(shards: int, **extra_env: str) -> Cluster:
-        cluster = Cluster(aws_env, tmp_path / f"c{len(made)}", shards, extra_env=extra_env)
-        made.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in made:
-        cluster.stop_all()
 
 
 def _free_port() -> int:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -22,21 +21,6 @@ pytestmark = [pytest.mark.emulator, pytest.mark.processes]
 
 FAILOVER = 3.0
 RENEW = FAILOVER / 3
-
-
-@pytest.fixture
-def make_cluster(aws_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """Build clusters; every worker started is stopped (by PID) at the end."""
-    made: list[Cluster] = []
-
-    def make(shards: int, **extra_env: str) -> Cluster:
-        cluster = Cluster(aws_env, tmp_path / f"c{len(made)}", shards, extra_env=extra_env)
-        made.append(cluster)
-        return cluster
-
-    yield make
-    for cluster in made:
-        cluster.stop_all()
 
 
 def _settled(cluster: Cluster, expected: list[int]) -> bool:
