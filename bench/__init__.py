@@ -14,4 +14,8 @@ much for absolute numbers to mean anything on their own.
 
 Results go to ``bench/results/<name>.json`` (not committed) and a table on stdout; the
 generated blocks of docs/benchmarks.md come from those files (:mod:`bench.docs`).
+
+May import consumer (its operator layer's harness included) and sparkjobs; never the
+tests (tests/test_layout.py). The test-archive generator (:mod:`bench.archives`) lives
+here so that both the benchmarks and the tests use it.
 """
