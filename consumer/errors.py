@@ -50,3 +50,9 @@ def is_retriable(exc: BaseException) -> bool:
     if isinstance(exc, LanderError):
         return exc.retriable
     return isinstance(exc, OSError | TimeoutError)
+
+
+def summary(exc: BaseException) -> str:
+    """A failure in one line for people and the lease item: its type and message, cut
+    to 500 characters."""
+    return f"{type(exc).__name__}: {exc}"[:500]

@@ -16,12 +16,12 @@ tested without a JVM (tests/sparkjobs/test_compact_plan.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from consumer.archive.layout import hour_folder, minute_folder, parse_relative
-from sparkjobs.io import Filesystem, join
+from consumer.archive.layout import RelativeKey, hour_folder, minute_folder, parse_relative
+from sparkjobs.io import Filesystem, Listed, join
 from sparkjobs.job import CompactJob
 from sparkjobs.publish import HourEntry, InputFile, inputs_digest, stale_hours
 from sparkjobs.window import Window, hour_label, lookback, parse_hour
@@ -70,15 +70,12 @@ def list_inputs(fs: Filesystem, job: CompactJob) -> dict[datetime, list[InputFil
     An object counts in the hour its key names; anything else in the folder (a
     marker, an object of another hour) is left out.
     """
-    found: dict[datetime, list[InputFile]] = {}
-    for hour in listed_hours(job.window, job.lookback_minutes):
-        files: list[InputFile] = []
-        for item in fs.list_files(join(job.source, hour_folder(hour))):
-            where = parse_relative(item.uri)
-            if where is not None and where.hour == hour:
-                files.append(InputFile(where.rel, item.size, item.modified_ms))
-        found[hour] = sorted(files)
-    return found
+    return {
+        hour: sorted(
+            InputFile(rel, item.size, item.modified_ms) for rel, item in _landed_in(fs, job, hour)
+        )
+        for hour in listed_hours(job.window, job.lookback_minutes)
+    }
 
 
 def has_landed_input(fs: Filesystem, job: CompactJob) -> bool:
@@ -87,12 +84,15 @@ def has_landed_input(fs: Filesystem, job: CompactJob) -> bool:
     Lists hour by hour and stops at the first object, so a busy window costs one listing;
     ``lander compact`` asks before it starts Spark when the archive is local.
     """
-    for hour in job.window.hour_starts():
-        for item in fs.list_files(join(job.source, hour_folder(hour))):
-            where = parse_relative(item.uri)
-            if where is not None and where.hour == hour:
-                return True
-    return False
+    return any(next(_landed_in(fs, job, hour), None) for hour in job.window.hour_starts())
+
+
+def _landed_in(fs: Filesystem, job: CompactJob, hour: datetime) -> Iterator[tuple[str, Listed]]:
+    """The landed objects whose key names ``hour`` (relative key, listing), lazily."""
+    for item in fs.list_files(join(job.source, hour_folder(hour))):
+        where = parse_relative(item.uri)
+        if where is not None and where.hour == hour:
+            yield where.rel, item
 
 
 def inputs_of(
@@ -142,15 +142,16 @@ def partitions_for(parallelism: int, sizes: Mapping[str, int], target_bytes: int
 
 def minute_folder_of(rel: str) -> str:
     """``dt=…/hour=…/minute=…`` of a landed object's relative key."""
-    where = parse_relative(rel)
-    if where is None:
-        raise ValueError(f"not a landed object's key: {rel}")
-    return minute_folder(where.minute)
+    return minute_folder(_relative(rel).minute)
 
 
 def hour_label_of(rel: str) -> str:
     """The hour (``YYYY-MM-DDTHH``) a landed object's relative key belongs to."""
+    return hour_label(_relative(rel).hour)
+
+
+def _relative(rel: str) -> RelativeKey:
     where = parse_relative(rel)
     if where is None:
         raise ValueError(f"not a landed object's key: {rel}")
-    return hour_label(where.hour)
+    return where

@@ -40,6 +40,12 @@ from consumer.telemetry import configure_logging
 
 log = structlog.get_logger("consumer.cli")
 
+EXIT_CONFIG = 2
+"""A setting is missing or invalid."""
+EXIT_REFUSED = 3
+"""A start-up check failed, another process runs under this worker id, or the stream
+went away: the environment, not the code, needs fixing."""
+
 DESCRIPTION = """\
 kinesis-lander: consume a Kinesis stream from Python through fenced DynamoDB leases,
 land it in S3 exactly once, and compact it into Parquet.
@@ -217,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(**_overrides(args))
     except ConfigError as exc:
         print(f"lander: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     configure_logging(settings.log_format, settings.log_level)
     if args.command == "run":
         return asyncio.run(_run(settings, check_only=args.check))
@@ -282,7 +288,7 @@ def _produce(args: argparse.Namespace) -> int:
         settings = load_produce_settings(**overrides)
     except ConfigError as exc:
         print(f"lander: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     configure_logging(settings.log_format, settings.log_level)
     return asyncio.run(_produce_async(settings))
 
@@ -347,7 +353,7 @@ def _demo(args: argparse.Namespace) -> int:
             "lander: demo needs --records >= 100, --rate > 0, --workers >= 1, --shards >= 1",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_CONFIG
     spec = DemoSpec(
         workdir=Path(args.workdir),
         records=args.records,
@@ -357,13 +363,6 @@ def _demo(args: argparse.Namespace) -> int:
         spark_master=args.master,
     )
     return run_demo(spec)
-
-
-EXIT_CONFIG = 2
-"""A setting is missing or invalid."""
-EXIT_REFUSED = 3
-"""A start-up check failed, another process runs under this worker id, or the stream
-went away: the environment, not the code, needs fixing."""
 
 
 async def _run(settings: Settings, *, check_only: bool = False) -> int:

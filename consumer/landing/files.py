@@ -44,7 +44,9 @@ class FileObjectStore:
         reason = exc.strerror or type(exc).__name__
         where = exc.filename or self.root
         return ObjectStoreError(
-            f"file archive {self.root}: {reason}: {where}", retriable=exc.errno in _RETRIABLE
+            f"file archive {self.root}: {reason}: {where}",
+            retriable=exc.errno in _RETRIABLE,
+            kind="file",
         )
 
     def _put(self, key: str, body: bytes) -> PutOutcome:

@@ -221,7 +221,7 @@ class Lander:
             try:
                 return await self.store.put_if_absent(key, body, metadata)
             except ObjectStoreError as exc:
-                self.metrics.landing_failures.labels(self.shard_id, _error_kind(exc)).inc()
+                self.metrics.landing_failures.labels(self.shard_id, exc.kind).inc()
                 if not exc.retriable or attempt == PUT_ATTEMPTS:
                     raise
                 delay = backoff(attempt, base=0.2, cap=10.0)
@@ -260,11 +260,3 @@ class Lander:
 def _gzip(data: bytes, level: int) -> bytes:
     compressor = gzip_stream(level)
     return compressor.compress(data) + compressor.flush()
-
-
-def _error_kind(exc: ObjectStoreError) -> str:
-    """A short, bounded label for an archive error: the S3 code or the failure's kind."""
-    text = str(exc)
-    if text.startswith("S3 "):
-        return text[3:].split(":", 1)[0][:40]
-    return "file" if text.startswith("file archive") else "other"

@@ -48,12 +48,14 @@ class ObjectStoreError(LanderError):
     """A put, list or read of the archive failed.
 
     ``retriable`` says whether trying again soon might help (a 5xx, a throttle, a
-    reset connection) or not (a missing bucket, access denied, a read-only folder).
+    reset connection) or not (a missing bucket, access denied, a read-only folder);
+    ``kind`` is a short label for metrics (the S3 error code, ``file``, ...).
     """
 
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
+    def __init__(self, message: str, *, retriable: bool = True, kind: str = "other") -> None:
         super().__init__(message)
         self.retriable = retriable
+        self.kind = kind[:40]
 
 
 PROBE_KEY = "_lander/probe.json"
@@ -79,6 +81,7 @@ async def probe(store: ObjectStore, prefix: str) -> None:
             f"the archive does not honour conditional writes (a second put of {key} gave "
             f"{again}); exactly-once landing needs If-None-Match",
             retriable=False,
+            kind="not_conditional",
         )
 
 

@@ -133,6 +133,5 @@ class S3ObjectStore:
 def _wrap(exc: BaseException) -> Exception:
     status = http_status(exc)
     retriable = status == 0 or status >= 500 or error_code(exc) in {"SlowDown", "Throttling"}
-    return ObjectStoreError(
-        f"S3 {error_code(exc) or type(exc).__name__}: {str(exc)[:300]}", retriable=retriable
-    )
+    kind = error_code(exc) or type(exc).__name__
+    return ObjectStoreError(f"S3 {kind}: {str(exc)[:300]}", retriable=retriable, kind=kind)

@@ -73,7 +73,6 @@ class WorkerClaim:
 
     async def acquire(self) -> None:
         """Hold the id, waiting out a dead predecessor; raise if another process lives."""
-        await self.store.create_lease(self.key, frozenset(), Sentinel.TRIM_HORIZON)
         seen: dict[str, Seen] = {}
         first: Seen | None = None
         waiting_logged = False

@@ -48,7 +48,9 @@ class MemoryLeaseStore:
 
     async def list_leases(self) -> list[Lease]:
         """All shard leases."""
-        return [lease for key, lease in self._table().items() if not _is_worker_key(key)]
+        return [
+            lease for key, lease in self._table().items() if not key.startswith(WORKER_KEY_PREFIX)
+        ]
 
     async def get_lease(self, key: str) -> Lease | None:
         """One item, or None."""
@@ -133,7 +135,3 @@ class MemoryLeaseStore:
     async def delete_lease(self, key: str) -> None:
         """Remove a lease."""
         self._table().pop(key, None)
-
-
-def _is_worker_key(key: str) -> bool:
-    return key.startswith(WORKER_KEY_PREFIX)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from consumer.errors import LanderError
+from consumer.errors import LanderError, summary
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.model import LeaseLostError
 from consumer.lifecycle.processor import (
@@ -112,24 +112,20 @@ class LeaseCheckpointer:
             return
         if last is None or target > last:
             raise ValueError(f"cannot checkpoint {target}: last delivered is {last}")
-        await self._coordinator.checkpoint(self.shard_id, target)
-        if self._on_checkpoint is not None:
-            self._on_checkpoint(target)
+        await self._write(target)
 
     async def ensure_lease(self) -> None:
         """Raise LeaseLostError unless the lease is certainly ours right now."""
         await self._coordinator.ensure_valid(self.shard_id)
 
-    @property
-    def current(self) -> Checkpoint:
-        """The checkpoint currently stored in the lease."""
-        return self._coordinator.lease(self.shard_id).checkpoint
-
     async def mark_shard_end(self) -> None:
         """Checkpoint SHARD_END; the worker calls this after ``shard_ended``."""
-        await self._coordinator.checkpoint(self.shard_id, Sentinel.SHARD_END)
+        await self._write(Sentinel.SHARD_END)
+
+    async def _write(self, checkpoint: Checkpoint) -> None:
+        await self._coordinator.checkpoint(self.shard_id, checkpoint)
         if self._on_checkpoint is not None:
-            self._on_checkpoint(Sentinel.SHARD_END)
+            self._on_checkpoint(checkpoint)
 
 
 @dataclass(slots=True)
@@ -161,7 +157,7 @@ class ShardProgress:
     def failed(self, error: BaseException) -> None:
         """The processor failed; the shard restarts from its checkpoint."""
         self.failures += 1
-        self.last_error = f"{type(error).__name__}: {error}"[:500]
+        self.last_error = summary(error)
 
     def age(self, now: float) -> float:
         """Seconds the checkpoint has not moved while records waited (0: none waits)."""
@@ -321,7 +317,7 @@ class ShardConsumer:
     async def _lease_lost(self, reason: str) -> Outcome:
         """Tell the processor the lease is gone (once); nothing is checkpointed."""
         self._log.info("shard stopped: lease lost", reason=reason)
-        if self.state in TRANSITIONS and State.LEASE_LOST in TRANSITIONS[self.state]:
+        if State.LEASE_LOST in TRANSITIONS[self.state]:
             self._enter(State.LEASE_LOST)
             try:
                 await self.processor.lease_lost()

@@ -44,7 +44,7 @@ import structlog
 
 from consumer.aws import backoff
 from consumer.config import Settings
-from consumer.errors import LanderError, RefusedError, is_retriable
+from consumer.errors import LanderError, RefusedError, is_retriable, summary
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
 from consumer.leases.model import ShardReport
@@ -326,7 +326,6 @@ class Worker:
     def _start_shard(self, key: str) -> None:
         if key in self.shard_tasks or self._stopping.is_set():
             return
-        self.progress[key] = ShardProgress()
         task = asyncio.create_task(self._own_shard(key), name=f"shard:{key}")
         self.shard_tasks[key] = task
         task.add_done_callback(self._shard_done)
@@ -336,14 +335,13 @@ class Worker:
         if self.shard_tasks.get(key) is task:
             del self.shard_tasks[key]
             self.progress.pop(key, None)
-        if self.coordinator.is_lost(key):
-            self.coordinator.forget(key)
-        if not task.cancelled() and task.exception() is not None:
-            # Never a lease renewed but not read: forget it, so this worker's next lease
-            # pass takes it again (the table still names it) and starts a new task.
+        failed = not task.cancelled() and task.exception() is not None
+        if failed:
             self._log.error("shard supervisor failed", shard_id=key, error=repr(task.exception()))
-            if key in self.coordinator.held and key not in self.shard_tasks:
-                self.coordinator.forget(key)
+        if failed or self.coordinator.is_lost(key):
+            # A failed task: never a lease renewed but not read. Forgotten, it is taken
+            # again by this worker's next lease pass (the table still names it).
+            self.coordinator.forget(key)
 
     @staticmethod
     def _key_of(task: asyncio.Task[None]) -> str:
@@ -432,14 +430,22 @@ class Worker:
         """A shard keeps failing: is it the shard, or can this worker not land at all?"""
         if self.probe is None or self.unfit is not None:
             return
-        try:
-            await asyncio.wait_for(self.probe(), PROBE_TIMEOUT)
-        except Exception as exc:
-            self._become_unfit(f"{type(exc).__name__}: {exc}"[:500])
+        reason = await self._probe_failure()
+        if reason is not None:
+            self._become_unfit(reason)
         else:
             self._log.warning(
                 "shard keeps failing but the probe passes: retrying it here", shard_id=key
             )
+
+    async def _probe_failure(self) -> str | None:
+        """Why the probe fails, or None when it passes."""
+        assert self.probe is not None
+        try:
+            await asyncio.wait_for(self.probe(), PROBE_TIMEOUT)
+        except Exception as exc:
+            return summary(exc)
+        return None
 
     def _become_unfit(self, reason: str) -> None:
         self.unfit = reason
@@ -456,18 +462,16 @@ class Worker:
             self._probing = asyncio.create_task(self._probe_until_fit(), name="probe")
 
     async def _probe_until_fit(self) -> None:
-        assert self.probe is not None
         attempt = 0
         while self.unfit is not None and not self._stopping.is_set():
             attempt += 1
             await _wait_any((self._stopping,), backoff(attempt, base=1.0, cap=30.0) + 1.0)
             if self._stopping.is_set():
                 return
-            try:
-                await asyncio.wait_for(self.probe(), PROBE_TIMEOUT)
-            except Exception as exc:
-                self.unfit = f"{type(exc).__name__}: {exc}"[:500]
-                self._log.warning("probe failed; still not taking shards", reason=self.unfit)
+            reason = await self._probe_failure()
+            if reason is not None:
+                self.unfit = reason
+                self._log.warning("probe failed; still not taking shards", reason=reason)
                 continue
             self.unfit = None
             self._give_back.clear()

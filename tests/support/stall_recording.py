@@ -86,7 +86,9 @@ class MissingBucket(MemoryObjectStore):
 
     async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
         raise ObjectStoreError(
-            "S3 NoSuchBucket: The specified bucket does not exist", retriable=False
+            "S3 NoSuchBucket: The specified bucket does not exist",
+            retriable=False,
+            kind="NoSuchBucket",
         )
 
 
