@@ -386,6 +386,12 @@ def field_variables(kind: type[BaseSettings], field_name: str) -> list[str]:
     return [f"{prefix}{field_name}".upper()]
 
 
+RENAMED: dict[str, str] = {
+    "LANDER_COMPACT_LOOKBACK_MINUTES": "LANDER_COMPACT_DEDUPE_HORIZON (a duration: 90m, 24h, 1d)",
+}
+"""Settings that were replaced, and what replaced them: named in the error."""
+
+
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     """One problem per ``LANDER_*`` variable that nothing reads, with the closest name.
 
@@ -398,6 +404,9 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     for name in sorted(environ):
         upper = name.upper()
         if not upper.startswith(PREFIX) or upper in known:
+            continue
+        if upper in RENAMED:
+            found.append(f"{name} is no longer a setting (replaced by {RENAMED[upper]})")
             continue
         # Compare without the prefix every name shares, or anything looks close.
         close = difflib.get_close_matches(upper.removeprefix(PREFIX), suffixes, n=1)

@@ -61,6 +61,8 @@ class AnalyseJob:
     event_time_pointer: str | None = None
     sequence_pointer: str | None = None
     top_keys: int = 20
+    payload_format: str = "json"
+    """``raw``: ``data`` is base64, and volume counts the bytes it decodes to."""
 
     @property
     def folder(self) -> str:
@@ -73,6 +75,14 @@ def json_path(pointer: str) -> str:
     parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
     steps = "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in parts)
     return "$" + steps
+
+
+def payload_bytes(data: Column, payload_format: str) -> Column:
+    """A payload's size in bytes: the UTF-8 bytes of its JSON text, or in raw format the
+    bytes its base64 decodes to (not characters: ``é`` is two bytes, ``€`` three)."""
+    if payload_format == "raw":
+        return sf.octet_length(sf.try_to_binary(data, sf.lit("base64")))
+    return sf.octet_length(data)
 
 
 def event_time(data: Column, pointer: str) -> Column:
@@ -95,7 +105,7 @@ def _base(frame: DataFrame, job: AnalyseJob) -> DataFrame:
         "event_id",
         "arrival_ts",
         ((sf.unix_micros("landed_ts") - sf.unix_micros("arrival_ts")) / 1000).alias("landing_ms"),
-        sf.coalesce(sf.length("data"), sf.lit(0)).alias("bytes"),
+        sf.coalesce(payload_bytes(sf.col("data"), job.payload_format), sf.lit(0)).alias("bytes"),
     ]
     if job.event_time_pointer:
         at = event_time(sf.col("data"), job.event_time_pointer)

@@ -62,7 +62,13 @@ one line and exits 3, writing nothing; --allow-empty makes that exit 0.
 """
 
 
-JOB_FLAGS: tuple[FlagSpec, ...] = ("stream", "compacted", "window", ("spark_master", "--master"))
+JOB_FLAGS: tuple[FlagSpec, ...] = (
+    "stream",
+    "compacted",
+    "window",
+    ("spark_master", "--master"),
+    "payload_format",
+)
 """Flags of both jobs, for the fields of :class:`JobSettings`."""
 
 FLAGS: dict[str, tuple[type[JobSettings], tuple[FlagSpec, ...]]] = {
@@ -72,7 +78,7 @@ FLAGS: dict[str, tuple[type[JobSettings], tuple[FlagSpec, ...]]] = {
             *JOB_FLAGS,
             "archive",
             ("compact_target_file_mb", "--target-file-mb"),
-            ("compact_lookback_minutes", "--lookback-minutes"),
+            ("compact_dedupe_horizon", "--dedupe-horizon"),
             ("compact_strict", "--strict"),
             ("compact_compression", "--compression"),
             ("compact_allow_empty", "--allow-empty"),
@@ -169,9 +175,10 @@ def _compact(settings: CompactSettings) -> int:
         window=Window.parse(settings.window),
         output=settings.compacted,
         target_file_bytes=settings.compact_target_file_mb << 20,
-        lookback_minutes=settings.compact_lookback_minutes,
+        horizon_minutes=settings.horizon_minutes,
         strict=settings.compact_strict,
         compression=settings.compact_compression,
+        payload_format=settings.payload_format,
     )
     app = f"lander-compact-{settings.stream}"
     spark = _session_to_list(job.archive, settings.spark_master, app)
@@ -217,6 +224,7 @@ def _analyse(settings: AnalyseSettings) -> int:
         event_time_pointer=settings.event_time_pointer,
         sequence_pointer=settings.sequence_pointer,
         top_keys=settings.top_keys,
+        payload_format=settings.payload_format,
     )
     app = f"lander-analyse-{settings.stream}"
     spark = _session_to_list(job.compacted, settings.spark_master, app)

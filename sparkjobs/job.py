@@ -28,9 +28,13 @@ class CompactJob:
     window: Window
     output: str
     target_file_bytes: int = 256 * MiB
-    lookback_minutes: int = 10
+    horizon_minutes: int = 24 * 60
+    """The dedupe horizon (``LANDER_COMPACT_DEDUPE_HORIZON``): a record whose event id
+    arrived at most this long before it is a producer duplicate (:mod:`sparkjobs.dedupe`)."""
     strict: bool = False
     compression: str = "snappy"
+    payload_format: str = "json"
+    """How ``data`` was landed (``LANDER_PAYLOAD_FORMAT``): ``json`` text, or ``raw`` base64."""
 
     @property
     def source(self) -> str:

@@ -4,27 +4,29 @@ Pure: the filesystem is only listed (:class:`~sparkjobs.io.Filesystem`), what is
 published comes in as entries, and nothing here imports pyspark, so every decision is
 tested without a JVM (tests/sparkjobs/test_compact_plan.py).
 
-- An hour's result depends on its own objects and on those of the ``lookback_minutes``
-  before it (:func:`inputs_of`), so the hours listed are the window's and those its
-  lookback reaches into (:func:`listed_hours`).
+- An hour's result depends on its own objects and on those of the dedupe horizon
+  before it (:func:`inputs_of`; the rule is :mod:`sparkjobs.dedupe`'s), so the hours
+  listed are the window's and those its horizon reaches into (:func:`listed_hours`).
 - An hour is *stale* when the digest of those inputs is not the published one
   (:func:`sparkjobs.publish.stale_hours`); only stale hours are read and rewritten.
-- A run reads the folders of its stale hours and the lookback minute folders of the
-  objects it needs from other hours (:attr:`WindowPlan.folders`).
+- A run reads the folders of its stale hours and those of the horizon before them
+  (:attr:`WindowPlan.folders`): whole hour folders where the horizon covers the hour,
+  minute folders where it covers part of one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from consumer.archive.layout import RelativeKey, hour_folder, minute_folder, parse_relative
 from sparkjobs.io import Filesystem, Listed, join
 from sparkjobs.job import CompactJob
 from sparkjobs.publish import HourEntry, InputFile, inputs_digest, stale_hours
-from sparkjobs.window import Window, hour_label, lookback, parse_hour
+from sparkjobs.window import Window, hour_label, parse_hour
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,17 +34,18 @@ class WindowPlan:
     """What one run reads and rewrites, decided from a listing and what is published."""
 
     inputs: dict[str, list[InputFile]]
-    """Every hour of the window: the objects its result depends on (lookback included)."""
+    """Every hour of the window: the objects its result depends on (horizon included)."""
     digests: dict[str, str]
     """Every hour of the window: the digest of its inputs now."""
     stale: list[str]
     """The hours to rewrite, in order."""
     own: dict[str, list[InputFile]]
-    """Each stale hour's own objects (its lookback's not counted)."""
+    """Each stale hour's own objects (its horizon's not counted)."""
     read: dict[str, InputFile]
     """Every object the run reads, by key relative to the stream's folder."""
     folders: list[str]
-    """The folders the run reads: stale hours' folders, lookback minute folders."""
+    """The folders the run reads: stale hours' folders, and the lookback's (hour folders
+    the horizon covers whole, minute folders of the hour it starts in)."""
 
     @property
     def unchanged(self) -> list[str]:
@@ -51,21 +54,24 @@ class WindowPlan:
 
     @property
     def lookback_files(self) -> int:
-        """Objects read only for the lookback of a stale hour (not one's own)."""
+        """Objects read only for the horizon of a stale hour (not one's own)."""
         own = {f.rel for files in self.own.values() for f in files}
         return len(set(self.read) - own)
 
 
 def listed_hours(window: Window, minutes: int) -> list[datetime]:
-    """The hours to list: the window's, and those its lookback minutes reach into."""
-    hours = set(window.hour_starts())
-    if minutes:
-        hours |= {m.replace(minute=0) for h in list(hours) for m in lookback(h, minutes)}
-    return sorted(hours)
+    """The hours to list: the window's, and those its horizon (minutes) reaches into."""
+    first = window.start - timedelta(minutes=minutes)
+    hour = first.replace(minute=0)
+    hours = []
+    while hour < window.end:
+        hours.append(hour)
+        hour += timedelta(hours=1)
+    return hours
 
 
 def list_inputs(fs: Filesystem, job: CompactJob) -> dict[datetime, list[InputFile]]:
-    """Landed objects by hour, for the window's hours and the hours its lookback reaches.
+    """Landed objects by hour, for the window's hours and the hours its horizon reaches.
 
     An object counts in the hour its key names; anything else in the folder (a
     marker, an object of another hour) is left out.
@@ -74,12 +80,12 @@ def list_inputs(fs: Filesystem, job: CompactJob) -> dict[datetime, list[InputFil
         hour: sorted(
             InputFile(rel, item.size, item.modified_ms) for rel, item in _landed_in(fs, job, hour)
         )
-        for hour in listed_hours(job.window, job.lookback_minutes)
+        for hour in listed_hours(job.window, job.horizon_minutes)
     }
 
 
 def has_landed_input(fs: Filesystem, job: CompactJob) -> bool:
-    """Whether any hour of the window itself holds a landed object (lookback not counted).
+    """Whether any hour of the window itself holds a landed object (horizon not counted).
 
     Lists hour by hour and stops at the first object, so a busy window costs one listing;
     ``lander compact`` asks before it starts Spark when the archive is local.
@@ -98,11 +104,13 @@ def _landed_in(fs: Filesystem, job: CompactJob, hour: datetime) -> Iterator[tupl
 def inputs_of(
     hour: datetime, by_hour: Mapping[datetime, list[InputFile]], minutes: int
 ) -> list[InputFile]:
-    """The objects an hour's result depends on: its own and its lookback minutes'."""
+    """The objects an hour's result depends on: its own and those of the ``minutes``
+    before it (the dedupe horizon)."""
     own = list(by_hour.get(hour, []))
-    wanted = {minute_folder(m) for m in lookback(hour, minutes)}
-    for files in by_hour.values():
-        own.extend(f for f in files if minute_folder_of(f.rel) in wanted)
+    since = hour - timedelta(minutes=minutes)
+    for start, files in by_hour.items():
+        if start < hour and start + timedelta(hours=1) > since:
+            own.extend(f for f in files if since <= _relative(f.rel).minute)
     return sorted(set(own))
 
 
@@ -113,7 +121,7 @@ def plan_window(
 ) -> WindowPlan:
     """The run's plan from the listing (:func:`list_inputs`) and the published entries."""
     starts = job.window.hour_starts()
-    inputs = {hour_label(h): inputs_of(h, by_hour, job.lookback_minutes) for h in starts}
+    inputs = {hour_label(h): inputs_of(h, by_hour, job.horizon_minutes) for h in starts}
     digests = {hour: inputs_digest(files) for hour, files in inputs.items()}
     stale = stale_hours(current, digests)
     stale_starts = [h for h in starts if hour_label(h) in stale]
@@ -122,11 +130,30 @@ def plan_window(
         read.update((f.rel, f) for f in inputs[hour_label(start)])
     own = {hour: list(by_hour.get(parse_hour(hour), [])) for hour in stale}
     own_rels = {f.rel for files in own.values() for f in files}
+    covered = _covered_hours(stale_starts, job.horizon_minutes)
     folders = sorted(
         {join(job.source, hour_folder(h)) for h in stale_starts if by_hour.get(h)}
-        | {join(job.source, minute_folder_of(rel)) for rel in read if rel not in own_rels}
+        | {join(job.source, _folder_of(rel, covered)) for rel in read if rel not in own_rels}
     )
     return WindowPlan(inputs, digests, stale, own, read, folders)
+
+
+def _covered_hours(stale: list[datetime], minutes: int) -> set[datetime]:
+    """Hours the horizon of some stale hour covers whole: read as one folder."""
+    covered: set[datetime] = set()
+    for start in stale:
+        first = start - timedelta(minutes=minutes)
+        hour = first.replace(minute=0) + (timedelta(hours=1) if first.minute else timedelta())
+        while hour < start:
+            covered.add(hour)
+            hour += timedelta(hours=1)
+    return covered
+
+
+def _folder_of(rel: str, covered: set[datetime]) -> str:
+    """The folder a horizon object is read through: its hour's when covered whole."""
+    where = _relative(rel)
+    return hour_folder(where.hour) if where.hour in covered else minute_folder(where.minute)
 
 
 def partitions_for(parallelism: int, sizes: Mapping[str, int], target_bytes: int) -> int:
@@ -150,6 +177,7 @@ def hour_label_of(rel: str) -> str:
     return hour_label(_relative(rel).hour)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _relative(rel: str) -> RelativeKey:
     where = parse_relative(rel)
     if where is None:

@@ -6,13 +6,14 @@ The same names as the daemon where they mean the same thing (``LANDER_ARCHIVE``,
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from consumer.config import CaseInsensitive, LogFormat, LogLevel, load_class
+from consumer.config import CaseInsensitive, LogFormat, LogLevel, PayloadFormat, load_class
 from sparkjobs.window import Window, WindowError
 
 Compression = Annotated[Literal["snappy", "zstd", "gzip", "none"], CaseInsensitive]
@@ -46,6 +47,11 @@ class JobSettings(BaseSettings):
         default=None,
         description="Spark master for a local run (default local[*]); ignored under spark-submit.",
     )
+    payload_format: PayloadFormat = Field(
+        default="json",
+        description="How the workers landed payloads: json text (kept byte for byte in "
+        "data) or raw base64 (data is the base64 text).",
+    )
     log_format: LogFormat = Field(
         default="auto", description="Log lines: JSON off a terminal, readable on one."
     )
@@ -74,11 +80,11 @@ class CompactSettings(JobSettings):
     compact_target_file_mb: int = Field(
         default=256, ge=1, description="Target size of a Parquet file; small hours get one file."
     )
-    compact_lookback_minutes: int = Field(
-        default=10,
-        ge=0,
-        le=60,
-        description="Minutes before the window read to catch producer retries crossing into it.",
+    compact_dedupe_horizon: str = Field(
+        default="1d",
+        description="A record whose event id arrived at most this long before it is a "
+        "producer duplicate: whole minutes, hours or days (90m, 24h, 1d; 0: only equal "
+        "arrivals), at most 7d. The run also reads this much archive before the window.",
     )
     compact_strict: bool = Field(
         default=False, description="Fail the window on any bad input instead of reporting it."
@@ -96,6 +102,32 @@ class CompactSettings(JobSettings):
     @classmethod
     def _archive(cls, value: str) -> str:
         return _uri(value)
+
+    @field_validator("compact_dedupe_horizon")
+    @classmethod
+    def _horizon(cls, value: str) -> str:
+        horizon_minutes(value)
+        return value.strip().lower()
+
+    @property
+    def horizon_minutes(self) -> int:
+        """The dedupe horizon in minutes."""
+        return horizon_minutes(self.compact_dedupe_horizon)
+
+
+_UNITS = {"m": 1, "h": 60, "d": 24 * 60}
+MAX_HORIZON_MINUTES = 7 * 24 * 60
+
+
+def horizon_minutes(text: str) -> int:
+    """``90m``, ``24h``, ``1d`` or ``0`` in minutes; ValueError for anything else."""
+    found = re.fullmatch(r"\s*(\d+)\s*([mhd]?)\s*", text.lower())
+    if found is None or (not found[2] and found[1] != "0"):
+        raise ValueError(f"must be a duration like 90m, 24h or 1d (or 0), got {text!r}")
+    minutes = int(found[1]) * _UNITS.get(found[2], 0)
+    if minutes > MAX_HORIZON_MINUTES:
+        raise ValueError(f"must be at most 7d, got {text!r}")
+    return minutes
 
 
 class AnalyseSettings(JobSettings):

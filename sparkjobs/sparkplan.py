@@ -8,10 +8,10 @@ second shuffle sizes files: an hour gets as many files as the window has partiti
 - :func:`_read_lines` reads the landed lines with an explicit schema (and the lines
   saved from truncated objects, :mod:`sparkjobs.fallback`);
 - :func:`_prepare` parses, validates and keys every line, counting malformed ones;
-- :func:`_label` gives each line its fate: records sharing an event id, or a position
-  when they have none, keep the earliest arrival. A dropped copy at the same position
-  as the copy before it is a *transport* duplicate (a replayed landing), any other a
-  *producer* duplicate (a retried put);
+- :func:`_label` gives each line its fate by :mod:`sparkjobs.dedupe`'s rule: a copy at
+  the same position as the one before it is a *transport* duplicate (a replayed
+  landing), a record whose event id arrived at most the horizon before it a *producer*
+  duplicate (a retried put), the rest are kept;
 - :func:`_write` writes the kept lines as Parquet partitioned by ``dt``/``hour`` into
   the run's folder, counting per hour and cause while it runs.
 
@@ -28,9 +28,10 @@ from pyspark.sql import functions as sf
 
 from sparkjobs.fallback import SavedLine
 from sparkjobs.job import CompactJob
+from sparkjobs.lines import parse
 from sparkjobs.manifest import BadFile
 from sparkjobs.plan import hour_label_of
-from sparkjobs.schema import COMPACTED, CORRUPT, LANDED
+from sparkjobs.schema import COMPACTED, CORRUPT
 
 SEQUENCE_DIGITS = 128
 """Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
@@ -47,24 +48,24 @@ def _read_lines(
     recovered: list[SavedLine],
     *,
     tolerant: bool,
+    payload_format: str,
 ) -> DataFrame:
     """Landed lines of the objects in ``good``, plus the lines saved from truncated ones.
 
-    Not ``tolerant``, a damaged object fails the read (the fast path: nothing is checked
-    up front). ``tolerant``, the reader skips what it cannot decode; the caller has
-    already classified every object and lists only sound ones in ``good``.
+    Read as text and split by :func:`sparkjobs.lines.parse`: the header parsed, the
+    payload kept as written. Not ``tolerant``, a damaged object fails the read (the fast
+    path: nothing is checked up front). ``tolerant``, the reader skips what it cannot
+    decode; the caller has already classified every object and lists only sound ones in
+    ``good``.
     """
     path = sf.col("_metadata.file_path")
     read = (
-        spark.read.schema(LANDED)
-        .option("recursiveFileLookup", "true")
+        spark.read.option("recursiveFileLookup", "true")
         .option("pathGlobFilter", "*.jsonl.gz")
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", CORRUPT)
         .option("ignoreCorruptFiles", str(tolerant).lower())
-        .json(folders)
+        .text(folders)
         .select(
-            "*",
+            "value",
             # dt=…/hour=…/minute=…/shard=…/name: the last five parts, no regex per row.
             sf.substring_index(path, "/", -5).alias("rel"),
             sf.col("_metadata.file_modification_time").alias("landed_ts"),
@@ -72,31 +73,38 @@ def _read_lines(
     )
     # Each object's hour comes from its key, parsed here once per object by the
     # archive's layout, and joins its lines (rel is unique: no row is duplicated).
-    wanted = spark.createDataFrame(
-        [(rel, hour_label_of(rel)) for rel in good], "rel string, label string"
-    )
-    lines = read.join(sf.broadcast(wanted), "rel")
+    lines = read.join(sf.broadcast(_labels(spark, good)), "rel")
     if recovered:
         saved = spark.createDataFrame(
-            [(rel, hour_label_of(rel), value, when) for rel, value, when in recovered],
-            "rel string, label string, value string, landed_ts timestamp",
+            [(value, rel, when) for rel, value, when in recovered],
+            "value string, rel string, landed_ts timestamp",
         )
-        parsed = saved.select(
-            sf.from_json(
-                "value", LANDED, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-            ).alias("r"),
-            "rel",
-            "label",
-            "landed_ts",
-        ).select("r.*", "rel", "label", "landed_ts")
-        lines = lines.unionByName(parsed)
-    return lines
+        labels = _labels(spark, sorted({rel for rel, _, _ in recovered}))
+        lines = lines.unionByName(saved.join(sf.broadcast(labels), "rel"))
+    return parse(lines, payload_format)
+
+
+def _labels(spark: SparkSession, rels: list[str]) -> DataFrame:
+    """``rel``, ``label`` (its hour) of each object, built in the JVM from one literal.
+
+    ``createDataFrame`` of a Python list would start a Python worker to unpickle it,
+    about 1.7 CPU-s on a clean run that needs Python for nothing else. Keys hold no tab
+    or newline (the layout's names are digits, letters and ``=-./``).
+    """
+    text = "\n".join(f"{rel}\t{hour_label_of(rel)}" for rel in rels)
+    pairs = sf.split(sf.col("line"), "\t")
+    return (
+        spark.range(1)
+        .select(sf.explode(sf.split(sf.lit(text), "\n")).alias("line"))
+        .select(pairs[0].alias("rel"), pairs[1].alias("label"))
+    )
 
 
 def _problem(stream: str) -> Column:
     """Why a line is not a landed record of ``stream`` (null when it is one)."""
     return (
         sf.when(sf.col(CORRUPT).isNotNull(), sf.lit("not a JSON object"))
+        .when(sf.col("data_problem").isNotNull(), sf.col("data_problem"))
         .when(sf.col("stream").isNull(), sf.lit("missing stream"))
         .when(sf.col("stream") != sf.lit(stream), sf.lit("another stream"))
         .when(sf.col("shard_id").isNull(), sf.lit("missing shard_id"))
@@ -169,26 +177,33 @@ UNIQUE_COLUMNS = ("sequence_number", "event_id", "arrival_ts", "data")
 Without one a day compacts with ~25% less CPU into files ~2% larger."""
 
 
-def _label(prepared: DataFrame, partitions: int) -> DataFrame:
+def _label(prepared: DataFrame, partitions: int, horizon_minutes: int) -> DataFrame:
     """Each line's fate (``cause``): KEPT, TRANSPORT, PRODUCER or MALFORMED.
 
-    Lines sharing a key (event id, else position) are ordered by arrival, shard,
-    sequence number (as a number), subsequence and file; the first is kept. A dropped
-    line at the same position as the line before it is a transport duplicate.
+    :mod:`sparkjobs.dedupe`'s rule in one window step: lines sharing a key (event id,
+    else position) are ordered by arrival, shard, sequence number (as a number),
+    subsequence and file. A line at the same position as the line before it is a
+    transport duplicate; a line with an event id that arrived at most the horizon after
+    the line before it is a producer duplicate; the rest are kept.
     """
     order = SparkWindow.partitionBy("key", "kind").orderBy(
         "arrival", "shard_id", "seq_len", "sequence_number", "subsequence_number", "file"
     )
+    previous = sf.lag("arrival").over(order)
     same_position = (
         (sf.lag("shard_id").over(order) == sf.col("shard_id"))
         & (sf.lag("sequence_number").over(order) == sf.col("sequence_number"))
         & (sf.lag("subsequence_number").over(order) == sf.col("subsequence_number"))
     )
+    within = sf.unix_micros("arrival") - sf.unix_micros(previous) <= sf.lit(
+        horizon_minutes * 60_000_000
+    )
     cause = (
         sf.when(sf.col("kind") == _BAD_LINE, sf.lit(MALFORMED))
-        .when(sf.row_number().over(order) == 1, sf.lit(KEPT))
+        .when(previous.isNull(), sf.lit(KEPT))
         .when(same_position, sf.lit(TRANSPORT))
-        .otherwise(sf.lit(PRODUCER))
+        .when((sf.col("kind") == _BY_EVENT) & within, sf.lit(PRODUCER))
+        .otherwise(sf.lit(KEPT))
     )
     return prepared.repartition(partitions, "key", "kind").withColumn("cause", cause)
 
@@ -273,11 +288,24 @@ class SparkPlan:
         """Compact ``good`` objects and ``saved`` lines; the counts by cause and hour."""
         if not good and not saved:
             return {}
-        lines = _read_lines(self.spark, self.folders, good, saved, tolerant=tolerant)
+        lines = _read_lines(
+            self.spark,
+            self.folders,
+            good,
+            saved,
+            tolerant=tolerant,
+            payload_format=self.job.payload_format,
+        )
         before = Observation("malformed")
         after = Observation("causes")
         prepared = _prepare(lines, self.job.stream, self.hours, before)
-        _write(_label(prepared, self.partitions), self.job, self.run_dir, self.hours, after)
+        _write(
+            _label(prepared, self.partitions, self.job.horizon_minutes),
+            self.job,
+            self.run_dir,
+            self.hours,
+            after,
+        )
         found = dict(after.get)
         malformed = before.get
         for hour in self.hours:

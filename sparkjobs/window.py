@@ -1,9 +1,10 @@
 """Compaction windows: a day or an hour of arrival time, and where their inputs live.
 
 The archive is partitioned by arrival minute, so a window's input is whole folders:
-``stream=S/dt=D/hour=H/`` for each hour of the window, plus the last few minute folders
-before it (the *lookback*), read only so that a producer retry which crosses the
-window's start is recognised as a duplicate of the copy compacted in the window before.
+``stream=S/dt=D/hour=H/`` for each hour of the window, plus the folders of the dedupe
+horizon before it (the *lookback*), read only so that a producer retry which crosses
+the window's start is recognised as a duplicate of a copy before it
+(:mod:`sparkjobs.dedupe`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ class Window:
         """The window as it was written."""
         return hour_label(self.start) if self.hours == 1 else self.start.strftime("%Y-%m-%d")
 
+    @property
+    def end(self) -> datetime:
+        """The first instant after the window."""
+        return self.start + HOUR * self.hours
+
     def hour_starts(self) -> list[datetime]:
         """The window's hours, in order."""
         return [self.start + HOUR * i for i in range(self.hours)]
@@ -66,8 +72,3 @@ def hour_label(hour: datetime) -> str:
 def parse_hour(label: str) -> datetime:
     """Inverse of :func:`hour_label`."""
     return datetime.strptime(label, "%Y-%m-%dT%H").replace(tzinfo=UTC)
-
-
-def lookback(hour: datetime, minutes: int) -> list[datetime]:
-    """The minutes read before ``hour`` to catch producer retries that cross into it."""
-    return [hour - timedelta(minutes=m) for m in range(minutes, 0, -1)]

@@ -65,7 +65,12 @@ DEAD_LETTER_FIELDS: tuple[str, ...] = (
 )
 """A dead letter's fields: why, where the record was, and its bytes in base64."""
 
-_DATA_KEY = b',"data":'
+DATA_MARKER = ',"data":'
+"""What precedes the payload in every landed line. Its first occurrence is the field's
+(inside a JSON string a ``"`` is always escaped), and the payload runs from after it to
+the line's final ``}``: any reader, Python or Spark, takes ``data`` as that slice."""
+
+_DATA_KEY = DATA_MARKER.encode()
 
 
 class LineError(ValueError):

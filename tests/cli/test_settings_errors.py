@@ -112,6 +112,40 @@ def test_the_spark_jobs_refuse_a_misspelt_variable_too(
     ]
 
 
+def test_a_replaced_variable_names_its_replacement(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lookback minutes became the dedupe horizon: the old name is refused, pointing
+    at the new one, rather than silently ignored."""
+    monkeypatch.setenv("LANDER_COMPACT_LOOKBACK_MINUTES", "10")
+    argv = ["compact", "--stream", "s", "--archive", "file:///a", "--compacted", "file:///c"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "lander: invalid configuration: LANDER_COMPACT_LOOKBACK_MINUTES is no longer a "
+        "setting (replaced by LANDER_COMPACT_DEDUPE_HORIZON (a duration: 90m, 24h, 1d))"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"), [("1d", 1440), ("24h", 1440), ("90m", 90), (" 2H ", 120), ("0", 0)]
+)
+def test_the_dedupe_horizon_is_a_duration(
+    monkeypatch: pytest.MonkeyPatch, text: str, minutes: int
+) -> None:
+    monkeypatch.setenv("LANDER_COMPACT_DEDUPE_HORIZON", text)
+    settings = load(CompactSettings, stream="s", archive="file:///a", compacted="file:///c")
+    assert settings.horizon_minutes == minutes
+
+
+@pytest.mark.parametrize("text", ["10", "1w", "8d", "-1h", "1.5h", ""])
+def test_a_bad_dedupe_horizon_fails_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("LANDER_COMPACT_DEDUPE_HORIZON", text)
+    with pytest.raises(ConfigError, match="LANDER_COMPACT_DEDUPE_HORIZON"):
+        load(CompactSettings, stream="s", archive="file:///a", compacted="file:///c")
+
+
 def test_unknown_variables_and_bad_values_share_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """A typo often leaves its setting unset: both problems are in the line, typo first."""
     monkeypatch.setenv("LANDER_STREM", "orders")

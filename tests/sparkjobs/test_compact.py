@@ -161,7 +161,8 @@ def test_hour_windows_catch_producer_retries_across_the_boundary(
     spark: SparkSession, day_archive: tuple[Path, Truth], tmp_path: Path
 ) -> None:
     """Compacted hour by hour, a re-send just after 10:00 of an event first seen before
-    it is still dropped (the lookback minutes), and the two hours add up to the day."""
+    it is still dropped (the horizon before 10 is read), and the two hours add up to the
+    day."""
     archive, truth = day_archive
     nine = compact(spark, _job(archive, tmp_path, Window.parse("2026-11-21T09")))
     ten = compact(spark, _job(archive, tmp_path, Window.parse("2026-11-21T10")))
@@ -170,8 +171,11 @@ def test_hour_windows_catch_producer_retries_across_the_boundary(
     _assert_exactly_the_truth(tmp_path, truth)
 
 
-def test_a_late_file_rewrites_only_its_hour(spark: SparkSession, tmp_path: Path) -> None:
-    """Files landed after the window was compacted are found and only their hour redone."""
+def test_a_late_file_rewrites_its_hour_and_the_horizon_after_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Files landed after the window was compacted are found; their hour and the hours
+    within the dedupe horizon after it (the rest of the day) are redone, not those before."""
     archive, output = tmp_path / "archive", tmp_path / "out"
     truth = generate_archive(
         archive, stream=STREAM, day=DAY, hours=[9, 10], shards=2,
@@ -180,8 +184,8 @@ def test_a_late_file_rewrites_only_its_hour(spark: SparkSession, tmp_path: Path)
     first = compact(spark, _job(archive, output))
     archives.add_late_file(truth, archive, 10, records=30)
     second = compact(spark, _job(archive, output))
-    assert second.stale_hours == ["2026-11-21T10"]
-    assert "2026-11-21T09" in second.unchanged_hours
+    assert second.stale_hours == [f"2026-11-21T{h:02d}" for h in range(10, 24)]
+    assert second.unchanged_hours == [f"2026-11-21T{h:02d}" for h in range(10)]
     entries = window_entries(LocalFilesystem(), f"file://{output}", STREAM, WINDOW)
     assert entries["2026-11-21T09"].run_id == first.run_id
     assert entries["2026-11-21T10"].run_id == second.run_id

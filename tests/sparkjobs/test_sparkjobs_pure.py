@@ -23,7 +23,7 @@ from sparkjobs.publish import (
     resolve,
     stale_hours,
 )
-from sparkjobs.window import Window, WindowError, lookback
+from sparkjobs.window import Window, WindowError
 
 lines_strategy = st.lists(
     st.text(alphabet=st.characters(blacklist_characters="\n\r", codec="utf-8"), max_size=60),
@@ -95,19 +95,10 @@ def test_windows_parse_and_name_their_hours() -> None:
     hour = Window.parse("2026-11-22T05")
     assert hour.hour_starts() == [datetime(2026, 11, 22, 5, tzinfo=UTC)]
     assert hour.label == "2026-11-22T05"
+    assert hour.end == datetime(2026, 11, 22, 6, tzinfo=UTC)
     for bad in ("2026-11", "2026-11-31", "2026-11-22T24", "yesterday"):
         with pytest.raises(WindowError):
             Window.parse(bad)
-
-
-def test_lookback_reaches_into_the_previous_day() -> None:
-    """The minutes before midnight belong to the day before."""
-    minutes = lookback(datetime(2026, 11, 22, 0, tzinfo=UTC), 3)
-    assert [m.isoformat() for m in minutes] == [
-        "2026-11-21T23:57:00+00:00",
-        "2026-11-21T23:58:00+00:00",
-        "2026-11-21T23:59:00+00:00",
-    ]
 
 
 def test_landed_paths_parse_from_any_scheme() -> None:

@@ -1,0 +1,77 @@
+"""A landed line in Spark: the header parsed as JSON, the payload sliced as written.
+
+The envelope (:mod:`consumer.archive.envelope`) puts ``data`` last, so the payload is
+the text between the first ``,"data":`` (:data:`~consumer.archive.envelope.DATA_MARKER`)
+and the line's final ``}``. Spark's JSON reader would hand ``data`` over re-read: a JSON
+string without its quotes (``"42"`` as ``42``), ``null`` as SQL NULL, and, where it
+re-serialises, ``1E+2`` as ``100.0``. So lines are read as text and only the header
+before the marker goes through ``from_json``; the payload is never parsed, on the clean
+path and on lines recovered from truncated objects alike (:func:`parse`).
+
+In ``raw`` payload format (``LANDER_PAYLOAD_FORMAT``) the payload is a JSON string of
+base64, and ``data`` is that base64 without its quotes (base64 has nothing to escape).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as sf
+from pyspark.sql.types import StringType, StructField, StructType
+
+from consumer.archive.envelope import DATA_MARKER
+from sparkjobs.schema import CORRUPT, LANDED
+
+HEADER = StructType([f for f in LANDED.fields if f.name != "data"])
+"""The header fields (everything before ``data``) plus the corrupt-record column."""
+
+SPACED = r'^(.*?),\s*"data"\s*:\s*(.*?)\s*\}\s*$'
+"""The envelope with blanks around the marker or after the final brace: the header,
+and the payload without the blanks around it."""
+
+_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+
+
+def parse(lines: DataFrame, payload_format: str) -> DataFrame:
+    """``lines`` (a ``value`` column and others) with ``value`` replaced by the header
+    fields, ``data`` and ``data_problem``.
+
+    ``data_problem`` is null for a line whose payload slice is sound, else why not: no
+    marker or no final ``}`` (``no data field at the end``), an empty payload, or, in
+    raw format, a payload that is not a JSON string. A line without the marker is parsed
+    whole, so text that is not JSON at all still reads as ``not a JSON object``.
+    """
+    value = sf.col("value")
+    at = sf.instr(value, DATA_MARKER)
+    exact = (at > 0) & value.endswith("}")
+    # Another writer may space its JSON (`, "data": …`): read by a regex, and only the
+    # lines the exact marker misses pay for it (And short-circuits).
+    spaced = ~exact & value.rlike(SPACED)
+    start = at + len(DATA_MARKER)
+    payload = sf.when(exact, sf.substring(value, start, sf.length(value) - start)).when(
+        spaced, sf.regexp_extract(value, SPACED, 2)
+    )
+    head = sf.when(exact, sf.concat(sf.substring(value, sf.lit(1), at - 1), sf.lit("}"))).when(
+        spaced, sf.concat(sf.regexp_extract(value, SPACED, 1), sf.lit("}"))
+    )
+    found = exact | spaced
+    if payload_format == "raw":
+        quoted = payload.startswith('"') & payload.endswith('"') & (sf.length(payload) >= 2)
+        data = sf.when(quoted, sf.substring(payload, sf.lit(2), sf.length(payload) - 2))
+        bad = sf.when(~quoted, sf.lit("raw data is not a JSON string"))
+    else:
+        data = payload
+        bad = sf.when(sf.length(payload) == 0, sf.lit("empty data"))
+    problem = sf.when(~found, sf.lit("no data field at the end")).otherwise(bad)
+    others = [c for c in lines.columns if c != "value"]
+    # Two steps, so the header is parsed once however many of its fields are used.
+    split = lines.select(
+        *others,
+        sf.from_json(sf.coalesce(head, value), HEADER, _OPTIONS).alias("_header"),
+        data.alias("data"),
+        problem.alias("data_problem"),
+    )
+    return split.select(*others, "_header.*", "data", "data_problem")
+
+
+LINE = StructType([StructField("value", StringType())])
+"""A landed object read as text: one line a row."""

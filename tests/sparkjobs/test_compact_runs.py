@@ -1,0 +1,107 @@
+"""Whatever the run shape, the Spark job publishes what a from-scratch run publishes.
+
+The archive spans two days and holds producer retries minutes to a day apart, and a
+late object that lands after both days were compacted: the case where an incremental
+re-run used to keep retries whose originals sat in hours it did not rewrite.
+test_dedupe_model.py proves the planning over random sequences without Spark; this
+runs the job itself over a few shapes: day runs in order, day runs in reverse order
+after late data, and single hours.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from sparkjobs.compact import CompactJob, compact
+from sparkjobs.compacted import current_files
+from sparkjobs.io import LocalFilesystem
+from sparkjobs.window import Window
+from tests.support.landed import STREAM, line, write_object
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+S0, S1 = "shardId-000000000000", "shardId-000000000001"
+DAYS = ("2026-11-21", "2026-11-22")
+
+
+def _at(minute: str, second: int = 0) -> str:
+    return f"{minute}:{second:02d}.000Z"
+
+
+def _object(root: Path, minute: str, shard: str, records: list[tuple[int, str]]) -> None:
+    lines = [
+        line(shard, seq, _at(minute, i), event, b'{"e":"%s"}' % event.encode())
+        for i, (seq, event) in enumerate(records)
+    ]
+    write_object(root, minute, shard, lines)
+
+
+def _on_time(root: Path) -> None:
+    _object(root, "2026-11-21T09:12", S0, [(100, "e1"), (101, "e2")])
+    _object(root, "2026-11-21T11:30", S1, [(200, "e3")])
+    _object(root, "2026-11-21T13:55", S0, [(300, "e1"), (301, "e4")])  # e1: 4h43 later
+    _object(root, "2026-11-22T08:00", S1, [(400, "e2"), (401, "e5")])  # e2: 22h48 later
+    _object(root, "2026-11-22T10:00", S0, [(500, "e3")])  # e3: 22h30 later
+    _object(root, "2026-11-22T14:00", S0, [(501, "e4")])  # e4: 24h05 later: kept again
+
+
+def _late(root: Path) -> None:
+    """Lands after the first runs: an hour before the 13:55 retry, an e1 retry of its
+    own, and an event whose retry is the next morning."""
+    _object(root, "2026-11-21T12:40", S1, [(600, "e6"), (601, "e1"), (602, "e7")])
+    _object(root, "2026-11-22T07:00", S0, [(700, "e7")])
+
+
+def _rows(output: Path, window: str) -> set[tuple[str, int, str]]:
+    files = [
+        uri.removeprefix("file://")
+        for uri in current_files(
+            LocalFilesystem(), f"file://{output}", STREAM, Window.parse(window)
+        )
+    ]
+    if not files:
+        return set()
+    query = f"select shard_id, sequence_number, event_id from read_parquet({files})"
+    return {(s, int(q), e) for s, q, e in duckdb.execute(query).fetchall()}
+
+
+def _run(spark: SparkSession, archive: Path, output: Path, window: str) -> None:
+    job = CompactJob(f"file://{archive}", STREAM, Window.parse(window), f"file://{output}")
+    compact(spark, job)
+
+
+def test_runs_before_and_after_late_data_publish_the_from_scratch_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    archive = tmp_path / "archive"
+    _on_time(archive)
+    incremental = tmp_path / "incremental"
+    for day in DAYS:
+        _run(spark, archive, incremental, day)
+    _late(archive)
+    for day in reversed(DAYS):  # any order: each day's hours depend on raw inputs only
+        _run(spark, archive, incremental, day)
+
+    scratch = tmp_path / "scratch"
+    for day in DAYS:
+        _run(spark, archive, scratch, day)
+    assert _rows(scratch, DAYS[0]) == {
+        (S0, 100, "e1"),
+        (S0, 101, "e2"),
+        (S1, 200, "e3"),
+        (S1, 600, "e6"),
+        (S1, 602, "e7"),
+        (S0, 301, "e4"),
+    }
+    assert _rows(scratch, DAYS[1]) == {(S1, 401, "e5"), (S0, 501, "e4")}
+    for day in DAYS:
+        assert _rows(incremental, day) == _rows(scratch, day), day
+
+    hours = tmp_path / "hours"
+    for hour in ("2026-11-21T13", "2026-11-22T07", "2026-11-22T08", "2026-11-22T14"):
+        _run(spark, archive, hours, hour)
+        assert _rows(hours, hour) == _rows(scratch, hour), hour
