@@ -344,6 +344,8 @@ ENVIRONMENT_ONLY: dict[str, str] = {
     "LANDER_SPARK_DRIVER_MEMORY": "sparkjobs/session.py: driver memory of a local Spark "
     "session (set by docker-compose.yml and the k8s kustomizations)",
     "LANDER_SPARK_LOG_LEVEL": "sparkjobs/session.py: Spark's own log level",
+    "LANDER_SPARK_CDS": "sparkjobs/session.py: the AppCDS archive of lander compact and "
+    "analyse (a file, or off; default under the user's cache)",
     "LANDER_S3A_JARS": "tests/support/s3a.py: the folder holding the S3A jars of the tests",
 }
 """Variables read straight from the environment, not through a settings class: their

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sparkjobs.io import Filesystem
+    from sparkjobs.session import JvmPlan
 
 OK, FAILED, BAD_CONFIG, EMPTY = 0, 1, 2, 3
 """The jobs' exit codes."""
@@ -156,17 +157,21 @@ def _filesystem(uri: str, spark: SparkSession | None) -> Filesystem:
     return filesystem_for(uri, spark)
 
 
-def _session_to_list(uri: str, master: str | None, app: str) -> SparkSession | None:
+def _session_to_list(
+    uri: str, master: str | None, app: str, jvm: JvmPlan | None = None
+) -> SparkSession | None:
     """A session only if listing ``uri`` needs one: local folders are listed without a JVM."""
     from sparkjobs.io import is_local
     from sparkjobs.session import get_session
 
-    return None if is_local(uri) else get_session(master, app=app)
+    return None if is_local(uri) else get_session(master, app=app, jvm=jvm)
 
 
 def _compact(settings: CompactSettings) -> int:
     from sparkjobs.compact import CompactionError, CompactJob, compact, has_landed_input
-    from sparkjobs.session import get_session
+    from sparkjobs.io import is_local
+    from sparkjobs.plan import list_inputs
+    from sparkjobs.session import finish, get_session, jvm_plan
     from sparkjobs.window import Window
 
     job = CompactJob(
@@ -181,20 +186,32 @@ def _compact(settings: CompactSettings) -> int:
         payload_format=settings.payload_format,
     )
     app = f"lander-compact-{settings.stream}"
-    spark = _session_to_list(job.archive, settings.spark_master, app)
-    if not has_landed_input(_filesystem(job.archive, spark), job):
+    # A local archive is listed before the JVM starts: its size picks the JIT.
+    listed = list_inputs(_filesystem(job.archive, None), job) if is_local(job.archive) else None
+    size = None if listed is None else sum(f.size for files in listed.values() for f in files)
+    jvm = jvm_plan(size)
+    spark = _session_to_list(job.archive, settings.spark_master, app, jvm)
+    if listed is not None:
+        landed = any(listed.get(hour) for hour in job.window.hour_starts())
+    else:
+        landed = has_landed_input(_filesystem(job.archive, spark), job)
+    if not landed:
+        if spark is not None:
+            finish(spark, jvm)
         return _nothing_to_do(
             "compact",
             f"no landed input for stream {job.stream} in window {job.window.label} "
             f"under {job.archive}",
             allowed=settings.compact_allow_empty,
         )
-    spark = spark or get_session(settings.spark_master, app=app)
+    spark = spark or get_session(settings.spark_master, app=app, jvm=jvm)
     try:
-        manifest = compact(spark, job)
+        manifest = compact(spark, job, listed=listed)
     except CompactionError as exc:
         print(f"lander compact: {exc}", file=sys.stderr)
         return FAILED
+    finally:
+        finish(spark, jvm)
     print(
         f"{job.window.label}: {manifest.status}; hours rewritten {len(manifest.stale_hours)}, "
         f"unchanged {len(manifest.unchanged_hours)}; rows in {manifest.total('input_rows')}, "
@@ -212,7 +229,7 @@ def _analyse(settings: AnalyseSettings) -> int:
     from sparkjobs.analyse import AnalyseJob, analyse
     from sparkjobs.io import join
     from sparkjobs.report import render_text
-    from sparkjobs.session import get_session
+    from sparkjobs.session import finish, get_session, jvm_plan
     from sparkjobs.window import Window
 
     job = AnalyseJob(
@@ -227,17 +244,23 @@ def _analyse(settings: AnalyseSettings) -> int:
         payload_format=settings.payload_format,
     )
     app = f"lander-analyse-{settings.stream}"
-    spark = _session_to_list(job.compacted, settings.spark_master, app)
+    jvm = jvm_plan(None)
+    spark = _session_to_list(job.compacted, settings.spark_master, app, jvm)
     fs = _filesystem(job.compacted, spark)
     if not compacted.current_files(fs, job.compacted, job.stream, job.window):
+        if spark is not None:
+            finish(spark, jvm)
         return _nothing_to_do(
             "analyse",
             f"no compacted data for stream {job.stream} in window {job.window.label} "
             f"under {job.compacted}",
             allowed=settings.analyse_allow_empty,
         )
-    spark = spark or get_session(settings.spark_master, app=app)
-    analysis = analyse(spark, job)
+    spark = spark or get_session(settings.spark_master, app=app, jvm=jvm)
+    try:
+        analysis = analyse(spark, job)
+    finally:
+        finish(spark, jvm)
     print(render_text(analysis))
     print(f"report: {join(job.folder, 'report.html')}")
     return OK

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -42,7 +43,7 @@ from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.job import CompactionError, CompactJob, MiB, pointer_uri
 from sparkjobs.manifest import BadFile, HourStats, RunManifest, new_run_id
 from sparkjobs.plan import WindowPlan, has_landed_input, list_inputs, partitions_for, plan_window
-from sparkjobs.publish import HourEntry, OutputFile
+from sparkjobs.publish import HourEntry, InputFile, OutputFile
 from sparkjobs.sparkplan import SparkPlan
 from sparkjobs.window import hour_label
 
@@ -66,9 +67,17 @@ log = structlog.get_logger("sparkjobs.compact")
 
 
 def compact(
-    spark: SparkSession, job: CompactJob, fs: Filesystem | None = None, now: datetime | None = None
+    spark: SparkSession,
+    job: CompactJob,
+    fs: Filesystem | None = None,
+    now: datetime | None = None,
+    listed: Mapping[datetime, list[InputFile]] | None = None,
 ) -> RunManifest:
-    """Compact one window; return (and write) the run's manifest."""
+    """Compact one window; return (and write) the run's manifest.
+
+    ``listed``: the archive's listing (:func:`~sparkjobs.plan.list_inputs`) when the
+    caller already made it, so it is not listed twice.
+    """
     fs = fs or filesystem_for(job.output, spark)
     started = time.monotonic()
     listed_at = now or datetime.now(UTC)
@@ -82,7 +91,7 @@ def compact(
     )
     bind = log.bind(run_id=manifest.run_id, stream=job.stream, window=job.window.label)
 
-    plan = _plan(spark, job, fs, manifest)
+    plan = _plan(spark, job, fs, manifest, listed)
     manifest.timings["list_s"] = round(time.monotonic() - started, 3)
     bind.info("listed", stale=len(plan.stale), unchanged=len(plan.unchanged))
     if not plan.stale:
@@ -130,10 +139,14 @@ def compact(
 
 
 def _plan(
-    spark: SparkSession, job: CompactJob, fs: Filesystem, manifest: RunManifest
+    spark: SparkSession,
+    job: CompactJob,
+    fs: Filesystem,
+    manifest: RunManifest,
+    listed: Mapping[datetime, list[InputFile]] | None,
 ) -> WindowPlan:
     """Step 1: list the archive, read the published entries, decide what to rewrite."""
-    by_hour = list_inputs(filesystem_for(job.archive, spark), job)
+    by_hour = listed if listed is not None else list_inputs(filesystem_for(job.archive, spark), job)
     current = compacted.entries(fs, job.output, job.stream, job.window.day)
     plan = plan_window(job, by_hour, current)
     manifest.stale_hours = plan.stale

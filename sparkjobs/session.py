@@ -4,13 +4,32 @@ Under ``spark-submit`` the cluster's settings win (``getOrCreate`` returns the s
 spark-submit built, and only settings not already given are added). Run locally, the
 session is ``local[*]`` with a small shuffle: 200 shuffle partitions for a few hundred
 MB turns into 200 tiny tasks, the largest single cost measured on 2 cores.
+
+A fresh JVM's fixed cost is half of a small nightly run's CPU (docs/benchmarks.md), so
+``lander compact`` and ``lander analyse`` (not the tests, the demo or a notebook) start
+theirs with two more options (:class:`JvmPlan`):
+
+- an **AppCDS archive** of the classes a run loads (``LANDER_SPARK_CDS``: a file, or
+  ``off``; by default one per PySpark and Java under ``$XDG_CACHE_HOME`` or ``~/.cache``).
+  When it is missing, the run writes it as the JVM exits and :func:`finish` moves it in
+  place; the Spark image builds it at build time. 17 % less CPU on a 200k-line day.
+- **C1 only** (``-XX:TieredStopAtLevel=1``) when the run reads less than
+  :data:`C1_BELOW_BYTES` of landed gzip: 30 % less CPU for a 200k-line day (21 MiB), but
+  41 % more for a 2M-line day (191 MiB), whose run is long enough to repay C2. Known
+  only when the archive is listed before the JVM starts (``file://``); otherwise C2.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
+import pyspark
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 DEFAULTS: dict[str, str] = {  # SQL settings: a running session accepts them
@@ -28,22 +47,121 @@ DEFAULTS: dict[str, str] = {  # SQL settings: a running session accepts them
 }
 
 
-def local_settings(cores: int | None = None) -> dict[str, str]:
+C1_BELOW_BYTES = 64 << 20
+"""Landed gzip bytes under which a run's JVM compiles with C1 only (measured crossover
+about 70 MiB: docs/benchmarks.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JvmPlan:
+    """Options of a job's JVM beyond the defaults: a class archive, the JIT."""
+
+    class_archive: Path | None = None
+    """Where the AppCDS archive is, or is to be written; None: no archive."""
+    c1_only: bool = False
+
+    def options(self) -> list[str]:
+        """The JVM options, for ``spark.driver.extraJavaOptions``."""
+        found: list[str] = []
+        if self.class_archive is not None:
+            if self.class_archive.is_file():
+                # -Xshare:auto (the default): an archive that does not match this JVM
+                # or class path is ignored, with a warning, and the run goes on.
+                found.append(f"-XX:SharedArchiveFile={self.class_archive}")
+            else:
+                found.append(f"-XX:ArchiveClassesAtExit={_pending(self.class_archive)}")
+        if self.c1_only:
+            found.append("-XX:TieredStopAtLevel=1")
+        return found
+
+
+def class_archive() -> Path | None:
+    """The AppCDS archive ``LANDER_SPARK_CDS`` names (``off``: none), by default one per
+    PySpark version and Java binary in the user's cache."""
+    value = os.environ.get("LANDER_SPARK_CDS", "").strip()
+    if value.lower() == "off":
+        return None
+    if value:
+        return Path(value)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "kinesis-lander" / f"spark-{pyspark.__version__}-{_java_id()}.jsa"
+
+
+def _java_id() -> str:
+    """The Java binary a local session starts (JAVA_HOME's, else the PATH's), hashed."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java") or "java"
+    real = os.path.realpath(java)
+    try:
+        stamp = f"{real}:{os.stat(real).st_mtime_ns}"
+    except OSError:
+        stamp = real
+    return hashlib.sha256(stamp.encode()).hexdigest()[:12]
+
+
+def _pending(archive: Path) -> Path:
+    """Where this process's JVM writes a missing archive (moved in place by :func:`finish`)."""
+    return archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+
+
+def jvm_plan(input_bytes: int | None) -> JvmPlan:
+    """The options of a job's JVM: the class archive, and C1 only for small inputs."""
+    archive = class_archive()
+    if archive is not None:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+    small = input_bytes is not None and input_bytes < C1_BELOW_BYTES
+    return JvmPlan(archive, c1_only=small)
+
+
+_STARTED: dict[int, JvmPlan] = {}
+"""Sessions :func:`get_session` started with a plan (by id): only those :func:`finish` stops."""
+
+
+def finish(spark: SparkSession, plan: JvmPlan) -> None:
+    """If the JVM of a session started with ``plan`` is writing the class archive: stop
+    the session, wait for the JVM and move the archive in. Otherwise nothing: the
+    session ends with the process, as before.
+
+    The JVM writes the archive as it exits, after Python has let go of it: so the JVM's
+    stdin is closed (it exits on end of input) and waited for, and the archive moved in
+    place in one rename, so two first runs at once cannot leave a torn one.
+    """
+    archive = plan.class_archive
+    if archive is None or archive.is_file() or _STARTED.get(id(spark)) != plan:
+        return  # nothing to write, or a session someone else started (and stops)
+    spark.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    if process is None:
+        return
+    if process.stdin is not None:
+        process.stdin.close()
+    process.wait(timeout=300)
+    written = _pending(archive)
+    if written.is_file() and written.stat().st_size > 0:
+        os.replace(written, archive)
+
+
+def local_settings(cores: int | None = None, jvm: JvmPlan | None = None) -> dict[str, str]:
     """Settings for a local run: the defaults plus a shuffle sized to the cores."""
     cores = cores or os.cpu_count() or 2
+    java_options = ["-XX:+UseParallelGC", *(jvm.options() if jvm else [])]
     return {
         **DEFAULTS,
         "spark.sql.shuffle.partitions": str(min(16, max(2, 2 * cores))),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         # Throughput collector: G1's concurrent work cost a day's compaction ~20% more CPU.
-        "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+        "spark.driver.extraJavaOptions": " ".join(java_options),
         "spark.driver.memory": os.environ.get("LANDER_SPARK_DRIVER_MEMORY", "2g"),
     }
 
 
-def get_session(master: str | None = None, app: str = "kinesis-lander") -> SparkSession:
-    """The active session, or a new one (local unless ``master`` or spark-submit says)."""
+def get_session(
+    master: str | None = None, app: str = "kinesis-lander", jvm: JvmPlan | None = None
+) -> SparkSession:
+    """The active session, or a new one (local unless ``master`` or spark-submit says);
+    ``jvm``: options of a local session's JVM (:func:`jvm_plan`)."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -55,9 +173,11 @@ def get_session(master: str | None = None, app: str = "kinesis-lander") -> Spark
         # pyspark reads the variable, not the setting, when it starts them.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master or "local[*]")
-        for key, value in local_settings().items():
+        for key, value in local_settings(jvm=jvm).items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if jvm is not None and (master or not submitted):
+        _STARTED[id(spark)] = jvm
     given = spark.sparkContext.getConf()
     for key, value in DEFAULTS.items():
         if not given.contains(key):

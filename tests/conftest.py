@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 settings.register_profile("lander", deadline=None)
 settings.load_profile("lander")
 
+# `lander compact` subprocesses of the tests keep no AppCDS archive in the user's cache
+# (writing one costs a run ~40 CPU-s once); tests/sparkjobs/test_jvm_options.py
+# gives one a folder of its own.
+os.environ.setdefault("LANDER_SPARK_CDS", "off")
+
 EMULATOR_FIXTURES = frozenset({"local_stack", "aws_env", "aws_clients"})
 """Fixtures that boot the embedded AWS stack (kinesalite and moto, two processes)."""
 SPARK_FIXTURES = frozenset({"spark"})
