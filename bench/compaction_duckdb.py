@@ -52,6 +52,7 @@ from pathlib import Path
 
 import duckdb
 
+from consumer.archive.envelope import DATA_MARKER, HEADER
 from consumer.archive.layout import day_glob, hour_folder, stream_folder
 
 MAX_SEQUENCE_DIGITS = 128
@@ -59,17 +60,7 @@ DEFAULT_HORIZON = timedelta(days=1)
 ARRIVAL_FORMAT = "%Y-%m-%dT%H:%M:%S.%gZ"
 ARRIVAL_PATTERN = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z"
 REL_PATTERN = r"(dt=\d{4}-\d{2}-\d{2}/hour=\d{2}/minute=\d{2}/shard=[^/]+/[^/]+)$"
-MARKER = ',"data":'
-HEADER = (
-    "stream",
-    "shard_id",
-    "sequence_number",
-    "subsequence_number",
-    "partition_key",
-    "arrival_ts",
-    "event_id",
-)
-"""The fields before ``data``, in the envelope's order (``event_id`` optional)."""
+MARKER = DATA_MARKER
 
 _PATHS = "[" + ", ".join(f"'$.{name}'" for name in HEADER) + "]"
 _UNPACK = ", ".join(f"f[{i}] AS j_{name}" for i, name in enumerate(HEADER, start=1))

@@ -38,6 +38,7 @@ from bench.prodlike_truth import (
 from consumer.archive.envelope import format_ts, parse_line, parse_ts
 from consumer.archive.layout import parse_relative
 from sparkjobs.integrity import check_gzip, recover_lines
+from tests.support.landed import malformed_variants
 
 SEED = 5
 D = DAY.isoformat()
@@ -403,16 +404,7 @@ def test_reading_lines_that_are_not_records(tmp_path: Path) -> None:
         b'"partition_key":"k,\\"data\\":","arrival_ts":"2026-11-21T05:00:00.000Z",'
         b'"event_id":null,"data":{"a": 1E+2, "b":"}"}}'
     )
-    bad = [
-        b"not json",
-        good.replace(b'"orders"', b'"other"'),
-        good.replace(b'"7"', b'"7a"'),
-        good.replace(b"05:00:00.000Z", b"25:00:00.000Z"),
-        good.replace(b'"subsequence_number":0', b'"subsequence_number":"0"'),
-        good.replace(b'"event_id":null', b'"event_id":42'),
-        good[: good.index(b',"data":')] + b',"data":}',
-        good + b"x",
-    ]
+    bad = malformed_variants(good)
     rel = f"dt={D}/hour=05/minute=00/shard=s/7-7.jsonl.gz"
     path = tmp_path / f"stream={STREAM}" / rel
     path.parent.mkdir(parents=True)

@@ -21,6 +21,7 @@ from bench.compaction_duckdb import DuckResult, compact_with_duckdb
 from bench.prodlike import DAY as PRODLIKE_DAY
 from bench.prodlike import STREAM, ProdArchive
 from bench.prodlike_truth import Readout, Row, WindowTruth, read_archive, truth
+from tests.support.landed import malformed_variants
 
 DAY = date(2026, 11, 22)
 
@@ -231,16 +232,7 @@ def test_duckdb_slices_data_and_sets_aside_lines_as_the_model_does(tmp_path: Pat
     root = tmp_path / "archive"
     good = _line("7", "2026-11-21T05:00:00.000Z", None, b'{"a": 1E+2, "b":"}"}')
     marker = _line("8", "2026-11-21T05:00:01.000Z", 'x","data":"y', b'"\\u00e9 \xc3\xa9"')
-    bad = [
-        b"not json",
-        good.replace(b'"orders"', b'"other"'),
-        good.replace(b'"7"', b'"7a"'),
-        good.replace(b"05:00:00.000Z", b"25:00:00.000Z"),
-        good.replace(b'"subsequence_number":0', b'"subsequence_number":"0"'),
-        good.replace(b'"event_id":null', b'"event_id":42'),
-        good[: good.index(b',"data":')] + b',"data":}',
-        good + b"x",
-    ]
+    bad = malformed_variants(good)
     rel = "dt=2026-11-21/hour=05/minute=00/shard=shardId-000000000000/7-8.jsonl.gz"
     _land(root, rel, [good, b"", b"  ", *bad, good, marker])
     expected = truth(read_archive(root, STREAM), "2026-11-21")

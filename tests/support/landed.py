@@ -44,3 +44,18 @@ def write_object(
 def _sequence(text: bytes) -> str:
     parts = text.split(b'"sequence_number":"', 1)
     return parts[1].split(b'"', 1)[0].decode() if len(parts) == 2 else "0"
+
+
+def malformed_variants(good: bytes) -> list[bytes]:
+    """Lines that are not landed records, each made from a ``good`` line (whose stream
+    is ``orders``, sequence number ``"7"``, arrival 05:00:00.000 and event id null)."""
+    return [
+        b"not json",
+        good.replace(b'"orders"', b'"other"'),
+        good.replace(b'"7"', b'"7a"'),
+        good.replace(b"05:00:00.000Z", b"25:00:00.000Z"),
+        good.replace(b'"subsequence_number":0', b'"subsequence_number":"0"'),
+        good.replace(b'"event_id":null', b'"event_id":42'),
+        good[: good.index(b',"data":')] + b',"data":}',
+        good + b"x",
+    ]
