@@ -167,11 +167,6 @@ def partitions_for(parallelism: int, sizes: Mapping[str, int], target_bytes: int
     return max(parallelism, math.ceil(biggest / target_bytes), 1)
 
 
-def minute_folder_of(rel: str) -> str:
-    """``dt=…/hour=…/minute=…`` of a landed object's relative key."""
-    return minute_folder(_relative(rel).minute)
-
-
 def hour_label_of(rel: str) -> str:
     """The hour (``YYYY-MM-DDTHH``) a landed object's relative key belongs to."""
     return hour_label(_relative(rel).hour)
