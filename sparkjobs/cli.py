@@ -39,12 +39,13 @@ exit status: 0 done or already up to date, 1 failed, 2 bad settings or no PySpar
 COMPACT_HELP = """\
 Compact one window of the landed archive into deduplicated Parquet.
 
-Reads {archive}/stream=S/dt=D/hour=H/**.jsonl.gz for a day or an hour (and a few
-minutes before it), drops transport duplicates (same position) and producer duplicates
-(same event id, earliest arrival wins), writes Parquet partitioned by dt/hour, and
-publishes it atomically under {compacted}/stream=S/_published/. Re-running a window
-rewrites only hours whose input changed (late files). Bad input is counted and
-reported with its file; --strict fails the window instead.
+Reads {archive}/stream=S/dt=D/hour=H/**.jsonl.gz for a day or an hour (and the dedupe
+horizon before it), drops transport duplicates (same position) and producer duplicates
+(same event id within the horizon), keeps each payload byte for byte, writes Parquet
+partitioned by dt/hour, and publishes it atomically under
+{compacted}/stream=S/_published/. Re-running a window rewrites only hours whose input
+changed (late files). Bad input is counted and reported with its file; --strict fails
+the window instead.
 
 A window whose hours hold no landed object at all (a quiet stream, or a wrong
 --archive) is reported in one line and exits 3 without starting Spark for a local

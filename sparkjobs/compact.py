@@ -2,17 +2,18 @@
 
 The job, for a stream and a window (a day or an hour), step by step in :func:`compact`:
 
-1. lists the window's hour folders (and the lookback minutes before each) and compares
-   each hour's inputs with what is published: only *stale* hours (never compacted, or
+1. lists the window's hour folders (and those of the dedupe horizon before it) and
+   compares each hour's inputs with what is published: only *stale* hours (never compacted, or
    with late files since) are read and rewritten (:mod:`sparkjobs.plan`, pure);
-2. reads the lines with an explicit schema, trusting the gzip streams: a damaged one
+2. reads the lines as text, the header parsed and the payload kept as written
+   (:mod:`sparkjobs.lines`), trusting the gzip streams: a damaged one
    fails the read, and only then is every object checked and the window read again:
    truncated objects give up their complete lines, corrupt ones are left out, both are
    reported (:mod:`sparkjobs.fallback`, with :mod:`sparkjobs.integrity`);
-3. dedupes in one window step: records sharing an event id, or a position when they
-   have none, keep the earliest arrival. A dropped copy at the same position as the
-   copy before it is a *transport* duplicate (a replayed landing), any other a
-   *producer* duplicate (a retried put) (:mod:`sparkjobs.sparkplan`);
+3. dedupes in one window step by :mod:`sparkjobs.dedupe`'s rule: a copy at the same
+   position as the one before it is a *transport* duplicate (a replayed landing), a
+   record whose event id arrived at most the horizon before it a *producer* duplicate
+   (a retried put) (:mod:`sparkjobs.sparkplan`);
 4. writes Parquet partitioned by ``dt``/``hour`` into a folder of its own, then the
    run's manifest (:mod:`sparkjobs.manifest`), then the pointer that publishes it
    (:mod:`sparkjobs.publish`).

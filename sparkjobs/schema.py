@@ -1,9 +1,9 @@
 """The columns of a landed line and of a compacted row.
 
-Landed lines are read with an explicit schema (no inference pass over the archive),
-derived from the archive's field list (:data:`consumer.archive.envelope.FIELDS`).
-``data`` is read as a string: Spark keeps a JSON object's text as it was landed, and a
-raw-mode payload is its base64 string.
+Both derive from the archive's field list (:data:`consumer.archive.envelope.FIELDS`).
+The header fields of :data:`LANDED` are what :mod:`sparkjobs.lines` parses (an
+explicit schema, no inference pass over the archive); ``data`` is never parsed but
+sliced from the line as written, and is a string in the compacted row.
 """
 
 from __future__ import annotations

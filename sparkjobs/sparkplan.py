@@ -5,8 +5,9 @@ order, a file hash for ties, the output columns. Positions are compared after it
 (lag over the same window), and each task writes its share of every hour, so no
 second shuffle sizes files: an hour gets as many files as the window has partitions.
 
-- :func:`_read_lines` reads the landed lines with an explicit schema (and the lines
-  saved from truncated objects, :mod:`sparkjobs.fallback`);
+- :func:`_read_lines` reads the landed lines as text and splits them
+  (:mod:`sparkjobs.lines`), with the lines saved from truncated objects
+  (:mod:`sparkjobs.fallback`);
 - :func:`_prepare` parses, validates and keys every line, counting malformed ones;
 - :func:`_label` gives each line its fate by :mod:`sparkjobs.dedupe`'s rule: a copy at
   the same position as the one before it is a *transport* duplicate (a replayed
