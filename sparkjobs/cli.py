@@ -8,7 +8,8 @@ settings' fields (:data:`FLAGS`, ``consumer.config.add_setting_flags``).
 Exit status (docs/sparkjobs.md): :data:`OK` 0 done (or already up to date),
 :data:`FAILED` 1 the job failed, :data:`BAD_CONFIG` 2 bad settings or no PySpark,
 :data:`EMPTY` 3 the window has no input, so there is nothing to do (0 with
-``--allow-empty``).
+``--allow-empty``). Several streams and windows run in one session; the exit code is
+the worst of theirs (:func:`_worst`).
 """
 
 from __future__ import annotations
@@ -23,21 +24,30 @@ from consumer.telemetry import configure_logging
 from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, load
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pyspark.sql import SparkSession
 
+    from sparkjobs.analyse import AnalyseJob
+    from sparkjobs.compact import CompactJob
     from sparkjobs.io import Filesystem
+    from sparkjobs.publish import InputFile
     from sparkjobs.session import JvmPlan
+
+    Listing = tuple[datetime, dict[datetime, list[InputFile]]]
+    """When a window's inputs were listed, and the listing."""
 
 OK, FAILED, BAD_CONFIG, EMPTY = 0, 1, 2, 3
 """The jobs' exit codes."""
 
 EXIT_CODES = """\
 exit status: 0 done or already up to date, 1 failed, 2 bad settings or no PySpark,
-3 nothing to do: the window has no input (0 with --allow-empty)
+3 nothing to do: the window has no input (0 with --allow-empty); with several windows
+the worst of theirs
 """
 
 COMPACT_HELP = """\
-Compact one window of the landed archive into deduplicated Parquet.
+Compact windows of the landed archive into deduplicated Parquet.
 
 Reads {archive}/stream=S/dt=D/hour=H/**.jsonl.gz for a day or an hour (and the dedupe
 horizon before it), drops transport duplicates (same position) and producer duplicates
@@ -46,6 +56,10 @@ partitioned by dt/hour, and publishes it atomically under
 {compacted}/stream=S/_published/. Re-running a window rewrites only hours whose input
 changed (late files). Bad input is counted and reported with its file; --strict fails
 the window instead.
+
+Several streams (--stream a,b) and windows (--window 2026-11-01..2026-11-07, or a
+comma list) run one after another in one Spark session, each published on its own
+with its own result line; a failed or empty window does not stop the others.
 
 A window whose hours hold no landed object at all (a quiet stream, or a wrong
 --archive) is reported in one line and exits 3 without starting Spark for a local
@@ -57,6 +71,9 @@ ANALYSE_HELP = """\
 Analyse a compacted window: volume per minute and shard, duplicates by cause,
 lateness, hot partition keys, producer sequence gaps, dead letters. Writes Parquet
 tables and a self-contained report.html under {reports}/stream=S/{window}/.
+
+Several streams (--stream a,b) and windows (--window A..B, or a comma list) are
+analysed one after another in one Spark session.
 
 A window with no compacted data (never compacted, or compacted empty) is reported in
 one line and exits 3, writing nothing; --allow-empty makes that exit 0.
@@ -152,73 +169,131 @@ def _nothing_to_do(command: str, what: str, *, allowed: bool) -> int:
     return OK if allowed else EMPTY
 
 
+def _worst(codes: list[int]) -> int:
+    """One exit code for several windows: a failure first, then an empty window."""
+    for code in (FAILED, EMPTY):
+        if code in codes:
+            return code
+    return OK
+
+
 def _filesystem(uri: str, spark: SparkSession | None) -> Filesystem:
     from sparkjobs.io import filesystem_for
 
     return filesystem_for(uri, spark)
 
 
-def _session_to_list(
-    uri: str, master: str | None, app: str, jvm: JvmPlan | None = None
-) -> SparkSession | None:
-    """A session only if listing ``uri`` needs one: local folders are listed without a JVM."""
-    from sparkjobs.io import is_local
-    from sparkjobs.session import get_session
+class _Session:
+    """The one Spark session of a run, started when a window first needs it."""
 
-    return None if is_local(uri) else get_session(master, app=app, jvm=jvm)
+    def __init__(self, master: str | None, app: str, jvm: JvmPlan) -> None:
+        self.master, self.app, self.jvm = master, app, jvm
+        self.spark: SparkSession | None = None
+
+    def to_list(self, uri: str) -> SparkSession | None:
+        """A session only if listing ``uri`` needs one: local folders are listed without."""
+        from sparkjobs.io import is_local
+
+        return None if is_local(uri) else self.get()
+
+    def get(self) -> SparkSession:
+        from sparkjobs.session import get_session
+
+        if self.spark is None:
+            self.spark = get_session(self.master, app=self.app, jvm=self.jvm)
+        return self.spark
+
+    def finish(self) -> None:
+        from sparkjobs.session import finish
+
+        if self.spark is not None:
+            finish(self.spark, self.jvm)
 
 
 def _compact(settings: CompactSettings) -> int:
-    from sparkjobs.compact import CompactionError, CompactJob, compact, has_landed_input
+    """Every stream and window of ``settings``, one after another, in one session."""
+    from sparkjobs.compact import CompactJob
     from sparkjobs.io import is_local
-    from sparkjobs.plan import list_inputs
-    from sparkjobs.session import finish, get_session, jvm_plan
-    from sparkjobs.window import Window
+    from sparkjobs.session import jvm_plan
 
-    job = CompactJob(
-        archive=settings.archive,
-        stream=settings.stream,
-        window=Window.parse(settings.window),
-        output=settings.compacted,
-        target_file_bytes=settings.compact_target_file_mb << 20,
-        horizon_minutes=settings.horizon_minutes,
-        strict=settings.compact_strict,
-        compression=settings.compact_compression,
-        payload_format=settings.payload_format,
-    )
-    app = f"lander-compact-{settings.stream}"
-    # A local archive is listed before the JVM starts: its size picks the JIT.
-    listed = list_inputs(_filesystem(job.archive, None), job) if is_local(job.archive) else None
-    size = None if listed is None else sum(f.size for files in listed.values() for f in files)
-    jvm = jvm_plan(size)
-    spark = _session_to_list(job.archive, settings.spark_master, app, jvm)
-    if listed is not None:
-        landed = any(listed.get(hour) for hour in job.window.hour_starts())
+    jobs = [
+        CompactJob(
+            archive=settings.archive,
+            stream=stream,
+            window=window,
+            output=settings.compacted,
+            target_file_bytes=settings.compact_target_file_mb << 20,
+            horizon_minutes=settings.horizon_minutes,
+            strict=settings.compact_strict,
+            compression=settings.compact_compression,
+            payload_format=settings.payload_format,
+        )
+        for stream in settings.streams
+        for window in settings.windows
+    ]
+    # A local archive is listed before the JVM starts: its size picks the JIT, and a run
+    # with nothing to read starts no JVM. The first window's listing is used as it is;
+    # later windows list again when their turn comes, so late files are not missed.
+    first: Listing | None = None
+    size: int | None = None
+    if is_local(settings.archive):
+        local = _filesystem(settings.archive, None)
+        listings = [_listing(local, job) for job in jobs]
+        first = listings[0]
+        size = sum(f.size for _, by_hour in listings for files in by_hour.values() for f in files)
+    session = _Session(settings.spark_master, f"lander-compact-{settings.stream}", jvm_plan(size))
+    codes: list[int] = []
+    try:
+        for index, job in enumerate(jobs):
+            codes.append(_compact_window(job, settings, session, first if index == 0 else None))
+    finally:
+        session.finish()
+    return _worst(codes)
+
+
+def _listing(fs: Filesystem, job: CompactJob) -> Listing:
+    from datetime import UTC, datetime
+
+    from sparkjobs.plan import list_inputs
+
+    listed_at = datetime.now(UTC)
+    return listed_at, list_inputs(fs, job)
+
+
+def _compact_window(
+    job: CompactJob, settings: CompactSettings, session: _Session, listing: Listing | None
+) -> int:
+    """One stream's window: its result line, and its exit code."""
+    from sparkjobs.compact import CompactionError, compact, has_landed_input
+    from sparkjobs.io import is_local
+
+    if listing is None and is_local(job.archive):
+        listing = _listing(_filesystem(job.archive, None), job)
+    if listing is not None:
+        landed = any(listing[1].get(hour) for hour in job.window.hour_starts())
     else:
-        landed = has_landed_input(_filesystem(job.archive, spark), job)
+        landed = has_landed_input(_filesystem(job.archive, session.to_list(job.archive)), job)
     if not landed:
-        if spark is not None:
-            finish(spark, jvm)
         return _nothing_to_do(
             "compact",
             f"no landed input for stream {job.stream} in window {job.window.label} "
             f"under {job.archive}",
             allowed=settings.compact_allow_empty,
         )
-    spark = spark or get_session(settings.spark_master, app=app, jvm=jvm)
+    listed_at, listed = listing if listing is not None else (None, None)
     try:
-        manifest = compact(spark, job, listed=listed)
+        manifest = compact(session.get(), job, now=listed_at, listed=listed)
     except CompactionError as exc:
-        print(f"lander compact: {exc}", file=sys.stderr)
+        print(f"lander compact: {job.stream} {job.window.label}: {exc}", file=sys.stderr)
         return FAILED
-    finally:
-        finish(spark, jvm)
     print(
-        f"{job.window.label}: {manifest.status}; hours rewritten {len(manifest.stale_hours)}, "
+        f"{job.stream} {job.window.label}: {manifest.status}; "
+        f"hours rewritten {len(manifest.stale_hours)}, "
         f"unchanged {len(manifest.unchanged_hours)}; rows in {manifest.total('input_rows')}, "
         f"out {manifest.total('output_rows')}; duplicates removed: transport "
         f"{manifest.total('transport')}, producer {manifest.total('producer')}; "
-        f"bad input {len(manifest.bad_files)}; run {manifest.run_id}"
+        f"bad input {len(manifest.bad_files)}; run {manifest.run_id}",
+        flush=True,
     )
     for bad in manifest.bad_files:
         print(f"  bad input: {bad.file}: {bad.kind}, {bad.lines} lines ({bad.detail})")
@@ -226,44 +301,50 @@ def _compact(settings: CompactSettings) -> int:
 
 
 def _analyse(settings: AnalyseSettings) -> int:
+    """Every stream and window of ``settings``, one after another, in one session."""
+    from sparkjobs.analyse import AnalyseJob
+    from sparkjobs.io import join
+    from sparkjobs.session import jvm_plan
+
+    jobs = [
+        AnalyseJob(
+            compacted=settings.compacted,
+            stream=stream,
+            window=window,
+            reports=settings.reports or join(settings.compacted, "reports"),
+            archive=settings.archive,
+            event_time_pointer=settings.event_time_pointer,
+            sequence_pointer=settings.sequence_pointer,
+            top_keys=settings.top_keys,
+            payload_format=settings.payload_format,
+        )
+        for stream in settings.streams
+        for window in settings.windows
+    ]
+    session = _Session(settings.spark_master, f"lander-analyse-{settings.stream}", jvm_plan(None))
+    try:
+        return _worst([_analyse_window(job, settings, session) for job in jobs])
+    finally:
+        session.finish()
+
+
+def _analyse_window(job: AnalyseJob, settings: AnalyseSettings, session: _Session) -> int:
     from sparkjobs import compacted
-    from sparkjobs.analyse import AnalyseJob, analyse
+    from sparkjobs.analyse import analyse
     from sparkjobs.io import join
     from sparkjobs.report import render_text
-    from sparkjobs.session import finish, get_session, jvm_plan
-    from sparkjobs.window import Window
 
-    job = AnalyseJob(
-        compacted=settings.compacted,
-        stream=settings.stream,
-        window=Window.parse(settings.window),
-        reports=settings.reports or join(settings.compacted, "reports"),
-        archive=settings.archive,
-        event_time_pointer=settings.event_time_pointer,
-        sequence_pointer=settings.sequence_pointer,
-        top_keys=settings.top_keys,
-        payload_format=settings.payload_format,
-    )
-    app = f"lander-analyse-{settings.stream}"
-    jvm = jvm_plan(None)
-    spark = _session_to_list(job.compacted, settings.spark_master, app, jvm)
-    fs = _filesystem(job.compacted, spark)
+    fs = _filesystem(job.compacted, session.to_list(job.compacted))
     if not compacted.current_files(fs, job.compacted, job.stream, job.window):
-        if spark is not None:
-            finish(spark, jvm)
         return _nothing_to_do(
             "analyse",
             f"no compacted data for stream {job.stream} in window {job.window.label} "
             f"under {job.compacted}",
             allowed=settings.analyse_allow_empty,
         )
-    spark = spark or get_session(settings.spark_master, app=app, jvm=jvm)
-    try:
-        analysis = analyse(spark, job)
-    finally:
-        finish(spark, jvm)
+    analysis = analyse(session.get(), job)
     print(render_text(analysis))
-    print(f"report: {join(job.folder, 'report.html')}")
+    print(f"report: {join(job.folder, 'report.html')}", flush=True)
     return OK
 
 

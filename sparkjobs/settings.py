@@ -14,9 +14,12 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.config import CaseInsensitive, LogFormat, LogLevel, PayloadFormat, load_class
-from sparkjobs.window import Window, WindowError
+from sparkjobs.window import Window, WindowError, parse_windows
 
 Compression = Annotated[Literal["snappy", "zstd", "gzip", "none"], CaseInsensitive]
+
+
+_STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 def _uri(value: str) -> str:
@@ -35,13 +38,17 @@ class JobSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
 
-    stream: str = Field(description="Name of the stream whose archive is read.")
+    stream: str = Field(
+        description="Name of the stream whose archive is read; several separated by "
+        "commas are compacted (or analysed) one after another in one Spark session."
+    )
     compacted: str = Field(
         description="URI of the compacted Parquet: file:///…, s3a://bucket/prefix or EMR's s3://."
     )
     window: str = Field(
         default_factory=yesterday,
-        description="A day YYYY-MM-DD or an hour YYYY-MM-DDTHH (UTC); default: yesterday.",
+        description="A day YYYY-MM-DD or an hour YYYY-MM-DDTHH (UTC), or several separated "
+        "by commas, A..B for each day (or hour) from A to B; default: yesterday.",
     )
     spark_master: str | None = Field(
         default=None,
@@ -57,15 +64,39 @@ class JobSettings(BaseSettings):
     )
     log_level: LogLevel = Field(default="info", description="Log level.")
 
+    @field_validator("stream")
+    @classmethod
+    def _streams(cls, value: str) -> str:
+        names = [name.strip() for name in value.split(",")]
+        for name in names:
+            if not _STREAM_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a stream name (1-128 characters of A-Z a-z 0-9 _ . -; "
+                    "several separated by commas)"
+                )
+        if len(set(names)) < len(names):
+            raise ValueError(f"a stream is named twice in {value!r}")
+        return ",".join(names)
+
     @field_validator("window")
     @classmethod
     def _window(cls, value: str) -> str:
         try:
-            Window.parse(value)
+            parse_windows(value)
         except WindowError as exc:
             # "window '…': why": the variable's name already leads the line.
             raise ValueError(str(exc).removeprefix("window ")) from None
         return value
+
+    @property
+    def streams(self) -> list[str]:
+        """The streams to run, in the order given."""
+        return self.stream.split(",")
+
+    @property
+    def windows(self) -> list[Window]:
+        """The windows to run, in time order."""
+        return parse_windows(self.window)
 
     @field_validator("compacted")
     @classmethod

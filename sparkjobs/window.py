@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from itertools import pairwise
 
 HOUR = timedelta(hours=1)
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
@@ -19,7 +20,8 @@ _HOUR = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2})$")
 
 
 class WindowError(ValueError):
-    """A window that is not ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``."""
+    """A window that is not ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``, or a list of them that
+    names one twice or overlaps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,43 @@ class Window:
     def hour_starts(self) -> list[datetime]:
         """The window's hours, in order."""
         return [self.start + HOUR * i for i in range(self.hours)]
+
+
+def parse_windows(text: str) -> list[Window]:
+    """``LANDER_WINDOW``: one window, or several separated by commas, in time order.
+
+    ``A..B`` stands for every day (or every hour) from ``A`` to ``B``, both included:
+    ``2026-11-01..2026-11-07`` is seven day windows. A window given twice, or an hour
+    inside a day also given, is refused: each would be compacted twice.
+    """
+    found: list[Window] = []
+    for given in text.split(","):
+        item = given.strip()
+        if not item:
+            raise WindowError(f"window list {text!r}: an empty item")
+        first, dots, last = item.partition("..")
+        found.extend(
+            _range(Window.parse(first), Window.parse(last)) if dots else [Window.parse(item)]
+        )
+    found.sort(key=lambda w: (w.start, -w.hours))
+    for before, after in pairwise(found):
+        if after.start < before.end:
+            what = "given twice" if before == after else f"overlaps {before.label}"
+            raise WindowError(f"window {after.label}: {what}")
+    return found
+
+
+def _range(first: Window, last: Window) -> list[Window]:
+    """Every window of ``first``'s kind from ``first`` to ``last``, both included."""
+    if first.hours != last.hours:
+        raise WindowError(
+            f"window range {first.label}..{last.label}: both ends must be days or both hours"
+        )
+    if last.start < first.start:
+        raise WindowError(f"window range {first.label}..{last.label}: ends before it starts")
+    step = HOUR * first.hours
+    count = (last.start - first.start) // step + 1
+    return [Window(first.start + step * i, first.hours) for i in range(count)]
 
 
 def hour_label(hour: datetime) -> str:

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import sparkjobs.session
 from consumer import cli
 from sparkjobs import cli as jobs_cli
+from sparkjobs.compact import CompactionError, CompactJob
 from sparkjobs.io import LocalFilesystem
+from sparkjobs.manifest import RunManifest
 from sparkjobs.publish import HourEntry, OutputFile, Pointer
 
 STREAM = "orders"
@@ -37,6 +41,7 @@ def _no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.upper().startswith("LANDER_"):
             monkeypatch.delenv(key)
+    monkeypatch.setenv("LANDER_SPARK_CDS", "off")
 
     def get_session(*_: Any, **__: Any) -> Any:
         raise SparkStartedError
@@ -45,11 +50,13 @@ def _no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobs_cli, "configure_logging", lambda *_, **__: None)
 
 
-def _landed(archive: Path, day: str, hour: str, minute: str) -> Path:
-    folder = archive / f"stream={STREAM}" / f"dt={day}" / f"hour={hour}" / f"minute={minute}"
+def _landed(
+    archive: Path, day: str, hour: str, minute: str, *, stream: str = STREAM, size: int = 0
+) -> Path:
+    folder = archive / f"stream={stream}" / f"dt={day}" / f"hour={hour}" / f"minute={minute}"
     path = folder / SHARD / "49590338271490256608559692538361571095921575989136588898.jsonl.gz"
     path.parent.mkdir(parents=True)
-    path.write_bytes(b"")
+    path.write_bytes(b"x" * size)
     return path
 
 
@@ -143,6 +150,116 @@ def test_a_window_with_input_goes_on_to_spark(tmp_path: Path) -> None:
         _compact(tmp_path)
 
 
+# -- several streams and windows in one run ----------------------------------------------
+
+NEXT = "2026-11-22"
+
+
+class _Runs:
+    """Stands in for the Spark job: records each window it is given, fails on request."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail: set[tuple[str, str]]) -> None:
+        self.calls: list[tuple[str, str, datetime | None, int | None]] = []
+        self.sizes: list[int | None] = []
+        self.fail = fail
+        self.after: dict[tuple[str, str], Callable[[], None]] = {}
+        monkeypatch.setattr("sparkjobs.session.get_session", lambda *_, **__: object())
+        monkeypatch.setattr("sparkjobs.session.finish", lambda *_: None)
+        monkeypatch.setattr("sparkjobs.compact.compact", self.compact)
+        plan = sparkjobs.session.jvm_plan
+
+        def jvm_plan(size: int | None) -> Any:
+            self.sizes.append(size)
+            return plan(size)
+
+        monkeypatch.setattr("sparkjobs.session.jvm_plan", jvm_plan)
+
+    def compact(
+        self, _: Any, job: CompactJob, now: datetime | None = None, listed: Any = None
+    ) -> RunManifest:
+        key = (job.stream, job.window.label)
+        files = None if listed is None else sum(len(found) for found in listed.values())
+        self.calls.append((*key, now, files))
+        self.after.pop(key, lambda: None)()
+        if key in self.fail:
+            raise CompactionError("strict: 1 bad input(s)")
+        manifest = RunManifest("r", job.stream, job.window.label, job.archive, job.output, "t")
+        manifest.status = "published"
+        return manifest
+
+
+def test_every_stream_and_window_runs_in_order_and_the_worst_exit_code_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failed or empty window does not stop the others; failed (1) wins over empty (3)."""
+    archive = tmp_path / "archive"
+    _landed(archive, DAY, "05", "17", size=10)
+    _landed(archive, NEXT, "06", "00", size=20)
+    _landed(archive, NEXT, "07", "00", stream="payments", size=30)
+    runs = _Runs(monkeypatch, fail={(STREAM, NEXT)})
+    code = _compact(tmp_path, "--stream", f"{STREAM},payments", "--window", f"{DAY}..{NEXT}")
+    assert code == 1
+    assert [(stream, window) for stream, window, _, _ in runs.calls] == [
+        (STREAM, DAY),
+        (STREAM, NEXT),
+        ("payments", NEXT),
+    ]
+    # One JVM for all, its JIT chosen by all it reads: the first day again as the horizon.
+    assert runs.sizes == [10 + 20 + 10 + 30]
+    out, err = capsys.readouterr()
+    assert f"{STREAM} {DAY}: published;" in out
+    assert f"payments {NEXT}: published;" in out
+    assert f"lander compact: {STREAM} {NEXT}: strict: 1 bad input(s)" in err
+    assert f"no landed input for stream payments in window {DAY}" in err
+
+    runs.fail.clear()
+    assert _compact(tmp_path, "--stream", f"{STREAM},payments", "--window", f"{DAY},{NEXT}") == 3
+    flags = ("--stream", f"{STREAM},payments", "--window", f"{DAY}..{NEXT}", "--allow-empty")
+    assert _compact(tmp_path, *flags) == 0
+
+
+def test_a_later_window_lists_its_inputs_when_its_turn_comes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An object landed while an earlier window compacted is in the later window's run,
+    and each run is stamped with the time its own listing began."""
+    archive = tmp_path / "archive"
+    _landed(archive, DAY, "05", "17")
+    _landed(archive, NEXT, "06", "00")
+    runs = _Runs(monkeypatch, fail=set())
+
+    def land_late() -> None:
+        _landed(archive, NEXT, "09", "30")
+
+    runs.after[(STREAM, DAY)] = land_late
+    started = datetime.now(UTC)
+    assert _compact(tmp_path, "--window", f"{DAY},{NEXT}") == 0
+    (_, _, first_at, first_files), (_, _, next_at, next_files) = runs.calls
+    assert first_files == 1
+    assert next_files == 3  # its two objects, and the first day's as its horizon
+    assert first_at is not None
+    assert next_at is not None
+    assert started <= first_at < next_at
+
+
+@pytest.mark.parametrize(
+    ("flags", "why"),
+    [
+        (("--stream", "orders,bad name"), "'bad name' is not a stream name"),
+        (("--stream", "orders,orders"), "a stream is named twice"),
+        (("--window", "2026-11-22..2026-11-21"), "ends before it starts"),
+        (("--window", "2026-11-21,2026-11-21T05"), "2026-11-21T05: overlaps 2026-11-21"),
+    ],
+)
+def test_a_bad_list_of_streams_or_windows_fails_at_start_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, str], why: str
+) -> None:
+    assert _compact(tmp_path, *flags) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert why in err
+
+
 # -- analyse -----------------------------------------------------------------------------
 
 
@@ -175,6 +292,32 @@ def test_analyse_of_a_compacted_window_goes_on_to_spark(tmp_path: Path) -> None:
     _publish(tmp_path, rows=10)
     with pytest.raises(SparkStartedError):
         _analyse(tmp_path)
+
+
+def test_analyse_runs_every_window_given_in_one_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The day before was never compacted: said, the published day still analysed, exit 3."""
+    _publish(tmp_path, rows=10)
+    sessions: list[object] = []
+    analysed: list[str] = []
+
+    def get_session(*_: Any, **__: Any) -> object:
+        sessions.append(object())
+        return sessions[-1]
+
+    monkeypatch.setattr("sparkjobs.session.get_session", get_session)
+    monkeypatch.setattr("sparkjobs.session.finish", lambda *_: None)
+    monkeypatch.setattr(
+        "sparkjobs.analyse.analyse", lambda _, job: analysed.append(job.window.label)
+    )
+    monkeypatch.setattr("sparkjobs.report.render_text", lambda _: "summary")
+    assert _analyse(tmp_path, "--window", f"2026-11-20..{DAY}") == 3
+    assert analysed == [DAY]
+    assert len(sessions) == 1
+    out, err = capsys.readouterr()
+    assert "no compacted data for stream orders in window 2026-11-20" in err
+    assert out.startswith("summary\nreport: ")
 
 
 # -- file modes --------------------------------------------------------------------------

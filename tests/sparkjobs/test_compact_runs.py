@@ -10,11 +10,15 @@ after late data, and single hours.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
+import pytest
 
+from consumer import cli
 from sparkjobs.compact import CompactJob, compact
 from sparkjobs.compacted import current_files
 from sparkjobs.io import LocalFilesystem
@@ -105,3 +109,60 @@ def test_runs_before_and_after_late_data_publish_the_from_scratch_rows(
     for hour in ("2026-11-21T13", "2026-11-22T07", "2026-11-22T08", "2026-11-22T14"):
         _run(spark, archive, hours, hour)
         assert _rows(hours, hour) == _rows(scratch, hour), hour
+
+
+def test_one_run_of_two_streams_and_a_day_range_publishes_what_runs_one_by_one_do(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--stream a,b --window D1..D2``: every stream's every day in the one session."""
+    archive = tmp_path / "archive"
+    _on_time(archive)
+    _late(archive)
+    other = "payments"
+    write_object(
+        archive,
+        "2026-11-22T03:00",
+        S0,
+        [line(S0, 900, _at("2026-11-22T03:00"), "p1", b"1", stream=other)],
+        stream=other,
+    )
+    for key in [k for k in os.environ if k.startswith("LANDER_") and k != "LANDER_SPARK_CDS"]:
+        monkeypatch.delenv(key)
+    monkeypatch.setattr("sparkjobs.cli.configure_logging", lambda *_, **__: None)
+    together = tmp_path / "together"
+    code = cli.main(
+        [
+            "compact",
+            "--stream",
+            f"{STREAM},{other}",
+            "--archive",
+            archive.as_uri(),
+            "--compacted",
+            together.as_uri(),
+            "--window",
+            f"{DAYS[0]}..{DAYS[1]}",
+        ]
+    )
+    # payments has nothing on the first day: said, and the exit code says so too.
+    assert code == 3
+    out, err = capsys.readouterr()
+    done = re.findall(r"^(\S+ [0-9-]{10}: \w+);", out, re.MULTILINE)
+    assert done == [
+        f"{STREAM} {DAYS[0]}: published",
+        f"{STREAM} {DAYS[1]}: published",
+        f"{other} {DAYS[1]}: published",
+    ]
+    assert f"no landed input for stream {other} in window {DAYS[0]}" in err
+
+    scratch = tmp_path / "scratch"
+    for day in DAYS:
+        _run(spark, archive, scratch, day)
+        assert _rows(together, day) == _rows(scratch, day), day
+    files = current_files(LocalFilesystem(), together.as_uri(), other, Window.parse(DAYS[1]))
+    rows = duckdb.execute(
+        f"select event_id, data from read_parquet({[f.removeprefix('file://') for f in files]})"
+    ).fetchall()
+    assert rows == [("p1", "1")]
