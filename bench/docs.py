@@ -229,6 +229,19 @@ def compaction_rows(result: Mapping[str, Any]) -> list[Row]:
                 f"<= {target}x: {_met(ratio <= target)}" if size == "200k" else "(reported)",
             )
         )
+        two = found.get("two_days")
+        if two:
+            limit = result.get("target_marginal_ratio", 1.5)
+            marginal = two["marginal_ratio"]
+            rows.append(
+                (
+                    f"compaction, {size}: a second day in the same run, per row",
+                    f"{two['spark']['marginal_per_row_us']:.1f} us/row",
+                    f"DuckDB {two['duckdb']['marginal_per_row_us']:.1f} us/row",
+                    f"**{_x(marginal)}** CPU",
+                    f"<= {limit}x: {_met(marginal <= limit)}",
+                )
+            )
     return rows
 
 
@@ -242,21 +255,49 @@ SUMMARY_ROWS: dict[str, Callable[[Mapping[str, Any]], list[Row]]] = {
 }
 
 
-def summary_table(results: Mapping[str, Mapping[str, Any]]) -> str:
-    """The summary as a Markdown table, benchmarks in their usual order."""
+ROW_PREFIXES: dict[str, tuple[str, ...]] = {
+    "drain": ("drain",),
+    "failover": ("failover", "graceful hand-off"),
+    "hotpath": ("landing hot path",),
+    "latency": ("put -> landed",),
+    "requests": ("DynamoDB requests", "Kinesis requests", "S3 requests"),
+    "compaction": ("compaction",),
+}
+"""How each benchmark's summary rows begin: rows of a benchmark with no result at hand
+are kept from the page as they were."""
+
+
+def summary_table(results: Mapping[str, Mapping[str, Any]], previous: str = "") -> str:
+    """The summary as a Markdown table, benchmarks in their usual order.
+
+    A benchmark without a result here keeps its rows from ``previous`` (the block as the
+    page has it), so running one benchmark does not drop the others' figures.
+    """
     lines = [
         "| benchmark | project | baseline / bound | result | target |",
         "|---|---|---|---|---|",
     ]
+    old_rows = [row for row in previous.splitlines() if row.startswith("| ")][1:]
     for name in BENCHMARKS:
         if name in results:
             for row in SUMMARY_ROWS[name](results[name]):
                 lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |")
+        else:
+            lines += [row for row in old_rows if row[2:].startswith(ROW_PREFIXES[name])]
     return "\n".join(lines)
 
 
-def machine_text(results: Mapping[str, Mapping[str, Any]]) -> str:
-    """Machine facts and versions, from the most recent result that has them."""
+def block_of(text: str, name: str) -> str:
+    """What the page's block ``name`` holds now ("" when it has none)."""
+    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    i = text.find(start)
+    j = text.find(end, i + len(start)) if i >= 0 else -1
+    return text[i + len(start) : j] if i >= 0 and j >= 0 else ""
+
+
+def machine_text(results: Mapping[str, Mapping[str, Any]], previous: str = "") -> str:
+    """Machine facts and versions, from the most recent result that has them; when each
+    benchmark ran (those without a result here: as ``previous`` said)."""
     latest = max(
         (r for r in results.values() if "machine" in r),
         key=lambda r: str(r.get("started", "")),
@@ -276,11 +317,18 @@ def machine_text(results: Mapping[str, Mapping[str, Any]]) -> str:
     peer = results.get("drain", {}).get("async_kinesis", {}).get("versions")
     if peer:
         text += "; in .venv-peers: " + ", ".join(f"{k} {v}" for k, v in peer.items())
-    runs = ", ".join(
-        f"{name} {results[name].get('started', '?')[:16].replace('T', ' ')}"
-        for name in BENCHMARKS
-        if name in results
+    earlier = dict(
+        re.findall(
+            r"(\w+) (\d{4}-\d\d-\d\d \d\d:\d\d)", previous.rsplit("Runs (UTC):", maxsplit=1)[-1]
+        )
     )
+    when = {
+        name: results[name].get("started", "?")[:16].replace("T", " ")
+        if name in results
+        else earlier.get(name)
+        for name in BENCHMARKS
+    }
+    runs = ", ".join(f"{name} {stamp}" for name, stamp in when.items() if stamp)
     return f"{text}.\n\nRuns (UTC): {runs}."
 
 
@@ -322,8 +370,8 @@ def update_text(
     for name in sorted(set(results) - set(full)):
         notes.append(f"{name}: the last result is from a --quick run; its block is kept")
     blocks: dict[str, str] = {
-        "summary": summary_table(full),
-        "machine": machine_text(full),
+        "summary": summary_table(full, block_of(text, "summary")),
+        "machine": machine_text(full, block_of(text, "machine")),
     }
     for name, result in full.items():
         blocks[name] = block_text(name, result, render[name])

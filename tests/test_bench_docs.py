@@ -188,3 +188,24 @@ def test_lease_writes_are_told_apart(expression: str, kind: str) -> None:
         f"dynamodb UpdateItem ({kind})"
     )
     assert classify("kinesis", "GetRecords", {}) == "kinesis GetRecords"
+
+
+def test_a_run_of_one_benchmark_keeps_the_other_benchmarks_summary_rows() -> None:
+    """The rows of benchmarks with no result at hand stay as the page had them."""
+    page = PAGE.replace(
+        "old summary",
+        "| benchmark | project | baseline / bound | result | target |\n"
+        "|---|---|---|---|---|\n"
+        "| drain, stale row | 1 | 2 | 3 | 4 |\n"
+        "| compaction of a 200k day | 30 CPU-s | DuckDB 5 | **6x** | met |\n"
+        "| landing hot path, stale | 1 | 2 | 3 | 4 |",
+    )
+    text, _ = update_text(page, {"drain": _drain()}, {"drain": lambda r: "DRAIN REPORT"})
+    summary = text.split("<!-- bench:summary -->")[1].split("<!-- /bench:summary -->")[0]
+    rows = [row for row in summary.splitlines() if row.startswith("| ")][2:]
+    assert "drain, stale row" not in summary  # replaced by the new result's rows
+    assert rows[0].startswith("| drain")
+    assert rows[-2:] == [
+        "| landing hot path, stale | 1 | 2 | 3 | 4 |",
+        "| compaction of a 200k day | 30 CPU-s | DuckDB 5 | **6x** | met |",
+    ]  # kept, in the benchmarks' usual order
