@@ -317,6 +317,8 @@ def machine_text(results: Mapping[str, Mapping[str, Any]], previous: str = "") -
     peer = results.get("drain", {}).get("async_kinesis", {}).get("versions")
     if peer:
         text += "; in .venv-peers: " + ", ".join(f"{k} {v}" for k, v in peer.items())
+    elif kept := re.search(r"(; in \.venv-peers: .*?)\.\s*\n\s*\nRuns", previous, re.DOTALL):
+        text += kept[1]  # the drain's peers, as the page had them
     earlier = dict(
         re.findall(
             r"(\w+) (\d{4}-\d\d-\d\d \d\d:\d\d)", previous.rsplit("Runs (UTC):", maxsplit=1)[-1]
