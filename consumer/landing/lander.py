@@ -69,13 +69,14 @@ class Lander:
         store: ObjectStore,
         prefix: str,
         metrics: LanderMetrics,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.prefix = prefix
         self.metrics = metrics
-        self.clock = clock
+        # Looked up now, not at import: a simulation's clock (bench/virtual_time.py) holds.
+        self.clock = clock or time.monotonic
         pointer = settings.event_id_pointer
         self.encoder = Encoder(
             settings.stream, settings.payload_format, EventIdPointer(pointer) if pointer else None

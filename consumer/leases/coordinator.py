@@ -66,7 +66,7 @@ class LeaseCoordinator:
         failover: float,
         renew_interval: float,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
     ) -> None:
@@ -79,7 +79,8 @@ class LeaseCoordinator:
         self.worker_id = worker_id
         self.failover = failover
         self.renew_interval = renew_interval
-        self.clock = clock
+        # Looked up now, not at import: a simulation's clock (bench/virtual_time.py) holds.
+        self.clock = clock or time.monotonic
         self.rng = rng or random.Random()
         self.held: dict[str, HeldLease] = {}
         self.seen: dict[str, Seen] = {}

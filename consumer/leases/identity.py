@@ -57,7 +57,7 @@ class WorkerClaim:
         worker_id: str,
         failover: float,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         token: str | None = None,
     ) -> None:
@@ -67,7 +67,8 @@ class WorkerClaim:
         self.failover = failover
         self.token = token or uuid.uuid4().hex
         """Names this process start; the claim's owner while it holds the id."""
-        self.clock = clock
+        # Looked up now, not at import: a simulation's clock (bench/virtual_time.py) holds.
+        self.clock = clock or time.monotonic
         self.sleep = sleep
         self.lease: Lease | None = None
 

@@ -63,7 +63,7 @@ class ShardReader:
         limit: int = 10_000,
         idle_seconds: float = 1.0,
         stopping: asyncio.Event | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         metrics: LanderMetrics | None = None,
     ) -> None:
         self.stream = stream
@@ -72,7 +72,8 @@ class ShardReader:
         self.limit = limit
         self.idle_seconds = idle_seconds
         self.stopping = stopping or asyncio.Event()
-        self.clock = clock
+        # Looked up now, not at import: a simulation's clock (bench/virtual_time.py) holds.
+        self.clock = clock or time.monotonic
         self.start = _start_at(checkpoint, timestamp)
         self.last: Position | None = checkpoint if isinstance(checkpoint, Position) else None
         """Position of the last record delivered (or checkpointed before we started)."""
