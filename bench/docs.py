@@ -10,6 +10,9 @@ The page keeps its hand-written sections. What is measured sits between markers:
 machine facts and versions, and each benchmark's block is its report as printed. A
 result from a ``--quick`` run never replaces a block: the page keeps the last full run
 (``python -m bench --docs-only`` rewrites the page from the JSON files alone).
+
+Long module: every benchmark's summary rows sit beside the table they fill and the
+blocks they are written into, so a benchmark's figures are added in one place.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from bench.report import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
-BENCHMARKS = ("drain", "failover", "hotpath", "latency", "requests", "compaction")
+BENCHMARKS = ("drain", "failover", "hotpath", "latency", "requests", "scale", "compaction")
 BLOCKS = ("summary", "machine", *BENCHMARKS)
 # Anything that looks like a path of the machine the benchmarks ran on.
 _LOCAL_PATH = re.compile(r"(?<![\w.])/(?:work|tmp|root|home|opt|var|usr)/")
@@ -245,12 +248,44 @@ def compaction_rows(result: Mapping[str, Any]) -> list[Row]:
     return rows
 
 
+def scale_rows(result: Mapping[str, Any]) -> list[Row]:
+    """Read units per shard-minute against KCL 3.x, and the times to balance."""
+    rows: list[Row] = []
+    for size in result["sizes"]:
+        steady, kcl3 = size.get("steady"), size["kcl"]["kcl3"]["read_units"]
+        name = f"{size['shards']:,} shards x {size['workers']} workers"
+        if steady is None:
+            rows.append((f"lease table, {name}", "never balanced", "-", "-", "(reported)"))
+            continue
+        ratio = steady["read_units"] / kcl3
+        rows.append(
+            (
+                f"lease table read units per shard-minute, {name} (simulated)",
+                f"{steady['read_units']:,.2f}",
+                f"KCL 3.x defaults {kcl3:.3f} (KCL 2.x {size['kcl']['kcl2']['read_units']:.2f})",
+                f"**{_x(ratio)}**",
+                f"<= KCL 3.x: {_met(ratio <= 1.0)}",
+            )
+        )
+        times = ", ".join(
+            f"{phase} {'-' if value is None else f'{value:.1f} s'}"
+            for phase, value in (
+                ("cold start", size["cold_start"]["seconds_to_balance"]),
+                ("10 % die", size.get("die", {}).get("seconds_to_balance")),
+                ("10 % join", size.get("join", {}).get("seconds_to_balance")),
+            )
+        )
+        rows.append((f"lease table balance, {name} (simulated)", times, "-", "-", "(reported)"))
+    return rows
+
+
 SUMMARY_ROWS: dict[str, Callable[[Mapping[str, Any]], list[Row]]] = {
     "drain": drain_rows,
     "failover": failover_rows,
     "hotpath": hotpath_rows,
     "latency": latency_rows,
     "requests": requests_rows,
+    "scale": scale_rows,
     "compaction": compaction_rows,
 }
 
@@ -261,6 +296,7 @@ ROW_PREFIXES: dict[str, tuple[str, ...]] = {
     "hotpath": ("landing hot path",),
     "latency": ("put -> landed",),
     "requests": ("DynamoDB requests", "Kinesis requests", "S3 requests"),
+    "scale": ("lease table",),
     "compaction": ("compaction",),
 }
 """How each benchmark's summary rows begin: rows of a benchmark with no result at hand
@@ -347,7 +383,7 @@ def block_text(name: str, result: Mapping[str, Any], render: Callable[[Any], str
 
 def renderers() -> dict[str, Callable[[Any], str]]:
     """Each benchmark's report renderer (imported late: some pull in heavy modules)."""
-    from bench import aws_requests, compaction, hotpath, latency
+    from bench import aws_requests, compaction, hotpath, latency, scale
     from bench.drain import render_drain
     from bench.failover import render_failover
 
@@ -357,6 +393,7 @@ def renderers() -> dict[str, Callable[[Any], str]]:
         "hotpath": hotpath.render,
         "latency": latency.render,
         "requests": aws_requests.render,
+        "scale": scale.render,
         "compaction": compaction.render,
     }
 

@@ -1,0 +1,232 @@
+"""What the lease table would cost on DynamoDB: item sizes, units, and KCL's defaults.
+
+:class:`BilledLeaseStore` is the in-memory lease table billing each call as DynamoDB
+bills it: item sizes from the attributes :class:`consumer.leases.dynamo.DynamoLeaseStore`
+writes, 4 KB read units (a strongly consistent read 1 unit, an eventually consistent
+one half), 1 KB write units, conditional writes billed whether they succeed or not.
+Every call also takes :data:`LATENCY` of (simulated) time, so that workers calling it
+interleave as they do over a network. :func:`kcl_costs` computes what KCL 2.x and 3.x
+cost under their defaults with the same units. Used by :mod:`bench.scale`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import Counter
+from collections.abc import Awaitable, Set
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from consumer.leases.memory import MemoryLeaseStore
+from consumer.leases.model import WORKER_KEY_PREFIX, Lease, ShardReport
+from consumer.sequence import Checkpoint, checkpoint_to_item
+
+READ_UNIT, WRITE_UNIT, SCAN_PAGE = 4096, 1024, 1 << 20
+LATENCY = 0.005
+"""Simulated seconds each lease-table call takes (DynamoDB's typical single-digit ms), so
+that workers' calls interleave as they do over a network; a Scan takes one more such
+latency per 100 KB it reads."""
+
+
+def _number(value: int) -> int:
+    """Bytes DynamoDB counts for a number: about one per two significant digits, plus one."""
+    return (len(str(abs(value))) + 1) // 2 + 1
+
+
+def item_bytes(lease: Lease) -> int:
+    """The size DynamoDB bills for ``lease``'s item, attribute names included, as
+    :class:`consumer.leases.dynamo.DynamoLeaseStore` writes it."""
+    value, sub = checkpoint_to_item(lease.checkpoint)
+    size = len("leaseKey") + len(lease.key.encode())
+    size += len("leaseCounter") + _number(lease.counter)
+    size += len("checkpoint") + len(value)
+    size += len("checkpointSubSequenceNumber") + _number(sub)
+    size += len("ownerSwitchesSinceCheckpoint") + _number(lease.owner_switches)
+    if lease.owner is not None:
+        size += len("leaseOwner") + len(lease.owner.encode())
+    if lease.parents:
+        size += len("parentShardId") + sum(len(p.encode()) for p in lease.parents)
+    if lease.handoff_to is not None:
+        size += len("handoffTo") + len(lease.handoff_to.encode())
+    if lease.updated_ms is not None:
+        size += len("lastUpdateMs") + _number(lease.updated_ms)
+    if lease.lag_ms is not None:
+        size += len("millisBehindLatest") + _number(lease.lag_ms)
+    if lease.report is not None:
+        report = lease.report
+        size += len("pendingRecords") + _number(report.pending)
+        size += len("checkpointAgeMs") + _number(report.checkpoint_age_ms)
+        size += len("shardFailures") + _number(report.failures)
+        if report.last_error:
+            size += len("lastError") + len(report.last_error.encode())
+    return size
+
+
+@dataclass
+class Bill:
+    """Calls by kind and the units they cost, from some moment on."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    read_units: float = 0.0
+    write_units: float = 0.0
+
+    def minus(self, before: Bill) -> Bill:
+        """What was billed since ``before`` (a copy taken earlier)."""
+        return Bill(
+            self.calls - before.calls,
+            self.read_units - before.read_units,
+            self.write_units - before.write_units,
+        )
+
+    def copy(self) -> Bill:
+        """A snapshot."""
+        return Bill(Counter(self.calls), self.read_units, self.write_units)
+
+
+class BilledLeaseStore(MemoryLeaseStore):
+    """The in-memory lease table, billing each call as DynamoDB would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bill = Bill()
+        self._sizes: dict[str, int] = {}
+        self._total = 0
+
+    def _resize(self, key: str) -> int:
+        """Record the item's size after a write; the larger of before and after."""
+        before = self._sizes.get(key, 0)
+        lease = (self.leases or {}).get(key)
+        after = item_bytes(lease) if lease is not None else 0
+        if lease is None:
+            self._sizes.pop(key, None)
+        else:
+            self._sizes[key] = after
+        self._total += after - before
+        return max(before, after)
+
+    def _write(self, name: str, key: str, ok: bool) -> None:
+        size = self._resize(key)
+        self.bill.calls[name if ok else f"{name} (condition failed)"] += 1
+        self.bill.write_units += max(1, math.ceil(size / WRITE_UNIT))
+
+    async def _billed(self, name: str, key: str, call: Awaitable[Any]) -> Any:
+        await asyncio.sleep(LATENCY)
+        try:
+            result = await call
+        except Exception:
+            self._write(name, key, ok=False)
+            raise
+        self._write(name, key, ok=result is not False)
+        return result
+
+    async def list_leases(self) -> list[Lease]:
+        """A strongly consistent Scan of every item (worker claims included, as
+        DynamoDB reads and bills them before the store drops them)."""
+        await asyncio.sleep(LATENCY * (1 + self._total / 100_000))
+        found = await super().list_leases()
+        pages = max(1, math.ceil(self._total / SCAN_PAGE))
+        self.bill.calls["Scan (strong)"] += pages
+        self.bill.read_units += max(1, math.ceil(self._total / READ_UNIT))
+        return found
+
+    async def get_lease(self, key: str) -> Lease | None:
+        """A strongly consistent GetItem."""
+        await asyncio.sleep(LATENCY)
+        found = await super().get_lease(key)
+        self.bill.calls["GetItem (strong)"] += 1
+        self.bill.read_units += max(1, math.ceil(self._sizes.get(key, 0) / READ_UNIT))
+        return found
+
+    async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
+        return cast(
+            "bool",
+            await self._billed(
+                "PutItem create", key, super().create_lease(key, parents, checkpoint)
+            ),
+        )
+
+    async def take(self, lease: Lease, owner: str) -> Lease:
+        return cast(
+            "Lease", await self._billed("UpdateItem take", lease.key, super().take(lease, owner))
+        )
+
+    async def renew(
+        self, lease: Lease, lag_ms: int | None = None, report: ShardReport | None = None
+    ) -> Lease:
+        name = (
+            "UpdateItem renew (worker id)"
+            if lease.key.startswith(WORKER_KEY_PREFIX)
+            else "UpdateItem renew"
+        )
+        return cast(
+            "Lease", await self._billed(name, lease.key, super().renew(lease, lag_ms, report))
+        )
+
+    async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
+        return cast(
+            "Lease",
+            await self._billed(
+                "UpdateItem checkpoint", lease.key, super().checkpoint(lease, checkpoint)
+            ),
+        )
+
+    async def request_handoff(self, lease: Lease, to: str) -> bool:
+        return cast(
+            "bool",
+            await self._billed(
+                "UpdateItem hand-off request", lease.key, super().request_handoff(lease, to)
+            ),
+        )
+
+    async def transfer(self, lease: Lease, to: str) -> None:
+        await self._billed("UpdateItem transfer", lease.key, super().transfer(lease, to))
+
+    async def release(self, lease: Lease) -> None:
+        await self._billed("UpdateItem release", lease.key, super().release(lease))
+
+    async def delete_lease(self, key: str) -> None:
+        await self._billed("DeleteItem", key, super().delete_lease(key))
+
+
+# -- KCL's defaults, with the same billing ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kcl:
+    """KCL's default lease timings (``LeaseManagementConfig``)."""
+
+    failover: float = 10.0
+    epsilon: float = 0.025
+    item_bytes: int = 300
+    """The issue's assumption for a KCL lease item."""
+    key_bytes: int = 40
+    """What a KEYS_ONLY GSI entry holds: the lease key (and the owner it is keyed on)."""
+
+
+def kcl_costs(shards: int, workers: int, kcl: Kcl = Kcl()) -> dict[str, dict[str, float]]:
+    """Read and write units per shard-minute of KCL 2.x and 3.x under their defaults.
+
+    Both renew every held lease every ``failover / 3 - epsilon`` (one write each).
+    KCL 2.x: every worker's lease taker Scans the whole table, eventually consistent,
+    every ``2 x (failover + epsilon)``. KCL 3.x: a leader Scans every 20 s (eventually
+    consistent); every worker Queries the KEYS_ONLY GSI on ``leaseOwner`` every 10 s for
+    its own leases; the GSI is written only when an owner changes (none in a steady
+    state).
+    """
+    scan = math.ceil(shards * kcl.item_bytes / READ_UNIT) * 0.5
+    renewals = shards / (kcl.failover / 3 - kcl.epsilon) * math.ceil(kcl.item_bytes / WRITE_UNIT)
+    kcl2_reads = workers * scan / (2 * (kcl.failover + kcl.epsilon))
+    own = math.ceil(shards / workers * kcl.key_bytes / READ_UNIT) * 0.5
+    kcl3_reads = scan / 20.0 + workers * own / 10.0
+    per_shard_minute = 60.0 / shards
+    return {
+        "kcl2": {
+            "read_units": round(kcl2_reads * per_shard_minute, 3),
+            "write_units": round(renewals * per_shard_minute, 3),
+        },
+        "kcl3": {
+            "read_units": round(kcl3_reads * per_shard_minute, 3),
+            "write_units": round(renewals * per_shard_minute, 3),
+        },
+    }
