@@ -62,6 +62,11 @@ STREAM_MISSING_PASSES = 3
 PROBE_TIMEOUT = 30.0
 
 
+SYNC_AGAIN_SECONDS = 5.0
+"""After a shard sync that left missing leases to another worker, the next sync comes
+this soon (jittered), not a full sync interval later."""
+
+
 class StreamGoneError(RefusedError):
     """The stream no longer exists: nothing is left to consume. Not retriable."""
 
@@ -316,6 +321,8 @@ class Worker:
                 self._log.warning("shard sync failed", error=repr(exc)[:500])
             self._sync_now.clear()
             delay = self.settings.shard_sync_seconds
+            if self.syncer.incomplete:  # another worker is creating leases: look again soon
+                delay = min(delay, SYNC_AGAIN_SECONDS * random.uniform(0.5, 1.5))
             if failures:
                 delay = min(delay, backoff(failures, base=0.5, cap=10.0) + 0.1)
             with contextlib.suppress(TimeoutError):

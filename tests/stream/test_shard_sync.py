@@ -1,0 +1,55 @@
+"""Shard sync: one lease per shard, created once, even when every worker syncs at once."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from consumer.leases.memory import MemoryLeaseStore
+from consumer.sequence import Checkpoint, Sentinel
+from consumer.stream.memory import MemoryStream
+from consumer.stream.shards import ShardSyncer
+
+
+class CountingStore(MemoryLeaseStore):
+    """Remembers every lease creation asked of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.creates: list[str] = []
+
+    async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
+        self.creates.append(key)
+        return await super().create_lease(key, parents, checkpoint)
+
+
+async def test_a_fresh_table_gets_a_lease_for_every_shard() -> None:
+    store = MemoryLeaseStore()
+    await store.ensure_table()
+    syncer = ShardSyncer(MemoryStream(4), store, Sentinel.TRIM_HORIZON)
+    listed = await syncer.sync(await store.list_leases())
+    assert len(listed) == 4
+    assert {lease.key for lease in await store.list_leases()} == listed
+    assert not syncer.incomplete
+
+
+async def test_a_lease_another_worker_created_first_leaves_the_rest_to_it() -> None:
+    """The second worker's view is stale (it read the table before the first created
+    anything): its first refused creation ends its pass, and a later pass with a fresh
+    view creates what is still missing."""
+    stream = MemoryStream(4)
+    store = CountingStore()
+    await store.ensure_table()
+    first = sorted(shard.shard_id for shard in await stream.list_shards())[0]
+    assert await store.create_lease(first, frozenset(), Sentinel.TRIM_HORIZON)
+    creates = store.creates
+    creates.clear()
+    syncer = ShardSyncer(stream, store, Sentinel.TRIM_HORIZON)
+    await syncer.sync([])  # stale: it saw no lease
+    assert creates == [first]
+    assert syncer.incomplete
+    assert len(await store.list_leases()) == 1
+
+    await syncer.sync(await store.list_leases())
+    assert len(creates) == 4  # the three still missing, once each
+    assert len(await store.list_leases()) == 4
+    assert not syncer.incomplete
