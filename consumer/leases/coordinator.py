@@ -158,15 +158,15 @@ class LeaseCoordinator:
             got = await self._take(lease)
             if got is not None:
                 taken.append(got)
-        if plan.handoff is not None and await self.store.request_handoff(
-            plan.handoff, self.worker_id
-        ):
+        for lease in plan.handoffs:
+            if not await self.store.request_handoff(lease, self.worker_id):
+                continue
             if self.metrics is not None:
                 self.metrics.leases_stolen.inc()
             self._log.info(
                 "lease hand-off requested",
-                shard_id=plan.handoff.key,
-                owner=plan.handoff.owner,
+                shard_id=lease.key,
+                owner=lease.owner,
                 target=plan.target,
             )
         return PassResult(tuple(taken), handoffs)

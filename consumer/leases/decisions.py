@@ -87,8 +87,8 @@ class Plan:
 
     take: tuple[Lease, ...] = ()
     """Unowned or expired leases (or ones the table says are already ours) to take."""
-    handoff: Lease | None = None
-    """A lease to ask its owner to hand over: the one steal of this pass."""
+    handoffs: tuple[Lease, ...] = ()
+    """Leases to ask their owners to hand over: the steals of this pass."""
     target: int = 0
     live_workers: int = 1
 
@@ -109,10 +109,13 @@ def plan_acquisitions(
     Balance: the target is ceil(ready leases / live workers), where live workers are
     the owners of unexpired ready leases plus this worker. Below target, the worker
     first takes leases that are free (no owner, expired, or already naming it as owner
-    after a restart or a hand-off); if that is not enough, it asks the most loaded
-    worker to hand over one lease, but only when that worker holds at least two more
-    than this one will, so ownership converges instead of oscillating. At most one
-    hand-off is outstanding per worker.
+    after a restart or a hand-off); if that is not enough, it asks for the rest of its
+    share, counting hand-offs already coming to it: one lease at a time, each from the
+    worker most loaded at that point, and only while that worker holds at least two
+    more than this one will, so ownership converges instead of oscillating. A lease
+    already being handed to someone counts as gone from its owner, so workers asking
+    in the same moment do not all empty one worker. A worker far below its share (one
+    just started) thus fills it in one pass, not one lease per pass.
 
     Workers that start together cannot see each other on their first pass, so the
     first to scan may take more than its share; the worker delays its first pass by a
@@ -148,27 +151,39 @@ def plan_acquisitions(
     rng.shuffle(free)
     take = tuple((ours + free)[: max(deficit, len(ours))])
 
-    handoff = None
-    pending = any(lease.handoff_to == me for lease in workable if lease.key not in held)
-    after = mine + len(take)
-    if after < target and not pending:
+    coming = sum(1 for lease in workable if lease.key not in held and lease.handoff_to == me)
+    after = mine + len(take) + coming
+    handoffs: tuple[Lease, ...] = ()
+    if after < target:
         # Only leases their owners are still renewing count as load, or can be asked for.
         live = [
             lease
             for lease in workable
             if lease.owner in alive and not is_expired(lease, seen, now, failover)
         ]
-        handoff = _choose_handoff(live, after, rng)
-    return Plan(take=take, handoff=handoff, target=target, live_workers=live_workers)
+        handoffs = _choose_handoffs(live, after, target - after, rng)
+    return Plan(take=take, handoffs=handoffs, target=target, live_workers=live_workers)
 
 
-def _choose_handoff(live: list[Lease], mine: int, rng: random.Random) -> Lease | None:
-    load = Counter(lease.owner for lease in live if lease.owner is not None)
-    if not load:
-        return None
-    most = max(load.values())
-    if most - mine < 2:
-        return None
-    victim = rng.choice(sorted(owner for owner, n in load.items() if n == most))
-    candidates = [lease for lease in live if lease.owner == victim and lease.handoff_to is None]
-    return rng.choice(candidates) if candidates else None
+def _choose_handoffs(
+    live: list[Lease], mine: int, wanted: int, rng: random.Random
+) -> tuple[Lease, ...]:
+    """Up to ``wanted`` leases to ask for, each from the worker most loaded at its turn,
+    while it holds at least two more than this worker will."""
+    # A lease already being handed to someone is neither load nor askable.
+    askable: dict[str, list[Lease]] = {}
+    for lease in live:
+        if lease.handoff_to is None and lease.owner is not None:
+            askable.setdefault(lease.owner, []).append(lease)
+    load = Counter({owner: len(leases) for owner, leases in askable.items()})
+    chosen: list[Lease] = []
+    while len(chosen) < wanted and load:
+        most = max(load.values())
+        if most - mine < 2:
+            break
+        victim = rng.choice(sorted(owner for owner, n in load.items() if n == most))
+        candidates = askable[victim]
+        chosen.append(candidates.pop(rng.randrange(len(candidates))))
+        load[victim] -= 1
+        mine += 1
+    return tuple(chosen)
