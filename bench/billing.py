@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Awaitable, Set
+from collections.abc import Coroutine, Set
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -110,8 +110,12 @@ class BilledLeaseStore(MemoryLeaseStore):
         self.bill.calls[name if ok else f"{name} (condition failed)"] += 1
         self.bill.write_units += max(1, math.ceil(size / WRITE_UNIT))
 
-    async def _billed(self, name: str, key: str, call: Awaitable[Any]) -> Any:
-        await asyncio.sleep(LATENCY)
+    async def _billed(self, name: str, key: str, call: Coroutine[Any, Any, Any]) -> Any:
+        try:
+            await asyncio.sleep(LATENCY)
+        except BaseException:
+            call.close()  # cancelled on the way: the call is never made
+            raise
         try:
             result = await call
         except Exception:

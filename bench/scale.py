@@ -256,7 +256,12 @@ def simulate(shards: int, workers: int, seed: int = 1) -> dict[str, Any]:
     """One size, every phase, in simulated time; what it cost and how long it took."""
     clock = VirtualClock()
     began = time.process_time()
-    result = virtual_time.run(_simulate(shards, workers, clock, seed), clock)
+    state = random.getstate()
+    random.seed(seed)  # the workers' jitter comes from the module's generator
+    try:
+        result = virtual_time.run(_simulate(shards, workers, clock, seed), clock)
+    finally:
+        random.setstate(state)
     result["simulated_seconds"] = round(clock.elapsed, 1)
     result["cpu_seconds"] = round(time.process_time() - began, 1)
     return result

@@ -103,4 +103,5 @@ def test_a_small_fleet_balances_takes_over_a_frozen_worker_and_absorbs_new_ones(
     # Today every worker Scans about once a second: reads grow with the workers.
     scans = steady["calls"]["Scan (strong)"]
     assert scans == pytest.approx(4 * 60 / 20, rel=0.25)
-    assert steady["calls"]["UpdateItem renew"] == pytest.approx(60 / (10 / 3), rel=0.05)
+    # A renewal every 3.3 s per lease (a lease handed over in the window misses one).
+    assert steady["calls"]["UpdateItem renew"] == pytest.approx(60 / (10 / 3), rel=0.1)
