@@ -31,6 +31,7 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -212,6 +213,20 @@ def _calls(bill: Bill) -> dict[str, int]:
     return dict(sorted(bill.calls.items()))
 
 
+async def _phase(
+    fleet: Fleet, clock: VirtualClock, workers: int, change: Callable[[int], object]
+) -> dict[str, Any]:
+    """Change the fleet by ``workers`` (freeze or start them); how long until balanced
+    again, and the calls that took."""
+    before = fleet.store.bill.copy()
+    change(workers)
+    return {
+        "workers": workers,
+        "seconds_to_balance": await fleet.until_balanced(clock, PHASE_LIMIT),
+        "calls": _calls(fleet.store.bill.minus(before)),
+    }
+
+
 async def _simulate(shards: int, workers: int, clock: VirtualClock, seed: int) -> dict[str, Any]:
     fleet = Fleet(shards, seed)
     result: dict[str, Any] = {"shards": shards, "workers": workers}
@@ -232,21 +247,8 @@ async def _simulate(shards: int, workers: int, clock: VirtualClock, seed: int) -
         result["steady"] = _per_shard_minute(fleet.store.bill.minus(before), shards, STEADY_SECONDS)
 
         tenth = max(1, workers // 10)
-        before = fleet.store.bill.copy()
-        fleet.freeze(tenth)
-        result["die"] = {
-            "workers": tenth,
-            "seconds_to_balance": await fleet.until_balanced(clock, PHASE_LIMIT),
-            "calls": _calls(fleet.store.bill.minus(before)),
-        }
-
-        before = fleet.store.bill.copy()
-        fleet.start(tenth)
-        result["join"] = {
-            "workers": tenth,
-            "seconds_to_balance": await fleet.until_balanced(clock, PHASE_LIMIT),
-            "calls": _calls(fleet.store.bill.minus(before)),
-        }
+        result["die"] = await _phase(fleet, clock, tenth, fleet.freeze)
+        result["join"] = await _phase(fleet, clock, tenth, fleet.start)
     finally:
         await fleet.stop()
     return result

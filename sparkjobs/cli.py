@@ -228,8 +228,7 @@ def _compact(settings: CompactSettings) -> int:
             compression=settings.compact_compression,
             payload_format=settings.payload_format,
         )
-        for stream in settings.streams
-        for window in settings.windows
+        for stream, window in settings.runs()
     ]
     # A local archive is listed before the JVM starts: its size picks the JIT, and a run
     # with nothing to read starts no JVM. The first window's listing is used as it is;
@@ -318,8 +317,7 @@ def _analyse(settings: AnalyseSettings) -> int:
             top_keys=settings.top_keys,
             payload_format=settings.payload_format,
         )
-        for stream in settings.streams
-        for window in settings.windows
+        for stream, window in settings.runs()
     ]
     session = _Session(settings.spark_master, f"lander-analyse-{settings.stream}", jvm_plan(None))
     try:

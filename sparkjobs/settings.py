@@ -98,6 +98,10 @@ class JobSettings(BaseSettings):
         """The windows to run, in time order."""
         return parse_windows(self.window)
 
+    def runs(self) -> list[tuple[str, Window]]:
+        """Every stream's every window, in the order they run: by stream, then time."""
+        return [(stream, window) for stream in self.streams for window in self.windows]
+
     @field_validator("compacted")
     @classmethod
     def _compacted(cls, value: str) -> str:
