@@ -124,11 +124,7 @@ class DynamoLeaseStore:
                 if error_code(exc) == "ResourceNotFoundException":
                     raise TableMissingError(self._table) from None
                 raise
-            leases.extend(
-                lease_from_item(item)
-                for item in page.get("Items", [])
-                if not item["leaseKey"]["S"].startswith(WORKER_KEY_PREFIX)
-            )
+            leases.extend(lease_from_item(item) for item in page.get("Items", []) if is_lease(item))
             start = dict(page.get("LastEvaluatedKey") or {})
             if not start:
                 return leases
@@ -180,7 +176,9 @@ class DynamoLeaseStore:
         switches = " ADD ownerSwitchesSinceCheckpoint :one" if lease.owner != owner else ""
         return await self._update(
             lease,
-            "SET leaseOwner = :me, leaseCounter = :next REMOVE handoffTo" + switches,
+            # checkpointOwner: a KCL 3.x graceful hand-off left half-done, now void.
+            "SET leaseOwner = :me, leaseCounter = :next REMOVE handoffTo, checkpointOwner"
+            + switches,
             {":me": {"S": owner}},
             owned=lease.owner is not None,
         )
@@ -298,6 +296,22 @@ class DynamoLeaseStore:
                 raise LeaseLostError(lease.key, "lease table does not exist") from None
             raise
         return lease_from_item(response["Attributes"])
+
+
+KCL_LEASE_ENTITY = "LEASE"
+"""KCL 3.5+ keeps its leader lock, migration state and worker metrics in the lease table
+beside the leases, each item marked with an ``entityType``; a lease's is this (items
+without one, as KCL 2.x and 3.0-3.4 write them, are leases too)."""
+
+
+def is_lease(item: Item) -> bool:
+    """Whether a lease-table item is a shard lease: not one of the lander's worker-id
+    claims, nor one of KCL 3.5's other entities (``Leader``, ``Migration3.0``, worker
+    metrics)."""
+    if item["leaseKey"]["S"].startswith(WORKER_KEY_PREFIX):
+        return False
+    entity: str = item.get("entityType", {}).get("S", KCL_LEASE_ENTITY)
+    return entity == KCL_LEASE_ENTITY
 
 
 def lease_from_item(item: Item) -> Lease:

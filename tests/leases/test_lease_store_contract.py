@@ -206,3 +206,62 @@ async def test_kcl_null_owner_is_read_as_unowned(aws_clients: Clients) -> None:
     assert lease.checkpoint == Position(BIG)
     taken = await store.take(lease, "w1")
     assert (taken.owner, taken.counter) == ("w1", 43)
+
+
+@pytest.mark.emulator
+async def test_a_kcl_3_table_is_adopted_leases_only(aws_clients: Clients) -> None:
+    """KCL 3.5+ keeps its leader lock, migration state and worker metrics in the lease
+    table, marked by ``entityType``: only the leases are read as leases. A KCL lease
+    with its 3.x attributes (throughput, hash range, a graceful hand-off left half-done)
+    is taken, and the take clears the stale hand-off."""
+    client = aws_clients.dynamodb
+    name = f"kcl3-{uuid.uuid4().hex[:12]}"
+    store = DynamoLeaseStore(client, name)
+    await store.ensure_table()
+    lease_item = {
+        "leaseKey": {"S": "shardId-000000000001"},
+        "leaseOwner": {"S": "kcl-worker-b"},
+        "checkpointOwner": {"S": "kcl-worker-a"},
+        "leaseCounter": {"N": "7"},
+        "checkpoint": {"S": str(BIG)},
+        "checkpointSubSequenceNumber": {"N": "0"},
+        "ownerSwitchesSinceCheckpoint": {"N": "1"},
+        "startingHashKey": {"S": "0"},
+        "endingHashKey": {"S": str(2**128 - 1)},
+        "throughputKBps": {"N": "12.5"},
+        "entityType": {"S": "LEASE"},
+    }
+    others = [
+        {
+            "leaseKey": {"S": "Leader"},
+            "ownerName": {"S": "kcl-worker-a"},
+            "entityType": {"S": "LEADER"},
+        },
+        {
+            "leaseKey": {"S": "Migration3.0"},
+            "cv": {"S": "CLIENT_VERSION_3X"},
+            "entityType": {"S": "CLIENT_VERSION_MIGRATION"},
+        },
+        {
+            "leaseKey": {"S": "kcl-worker-a"},
+            "lut": {"N": "1790000000"},
+            "entityType": {"S": "WORKER_METRIC_STATS"},
+        },
+        {
+            "leaseKey": {"S": "shardId-000000000000"},
+            "leaseCounter": {"N": "3"},
+            "checkpoint": {"S": "SHARD_END"},
+        },
+    ]
+    for item in [lease_item, *others]:
+        await client.put_item(TableName=name, Item=item)
+
+    leases = {lease.key: lease for lease in await store.list_leases()}
+    assert set(leases) == {"shardId-000000000000", "shardId-000000000001"}
+    lease = leases["shardId-000000000001"]
+    assert (lease.owner, lease.counter, lease.checkpoint) == ("kcl-worker-b", 7, Position(BIG))
+    taken = await store.take(lease, "w1")
+    assert (taken.owner, taken.counter) == ("w1", 8)
+    raw = (await client.get_item(TableName=name, Key={"leaseKey": {"S": lease.key}}))["Item"]
+    assert "checkpointOwner" not in raw
+    assert raw["throughputKBps"] == {"N": "12.5"}  # KCL's own attributes are left alone
