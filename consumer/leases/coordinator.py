@@ -127,13 +127,7 @@ class LeaseCoordinator:
         """
         leases = await self.scan()
         if not acquire:
-            for lease in leases:
-                if lease.owner == self.worker_id and lease.key not in self.held:
-                    try:
-                        await self.store.release(lease)
-                    except LeaseLostError:
-                        continue
-                    self._log.info("lease passed on: this worker cannot land", shard_id=lease.key)
+            await self._release_unheld(leases, "this worker cannot land")
             return PassResult()
         handoffs = tuple(
             lease.key
@@ -170,6 +164,21 @@ class LeaseCoordinator:
                 target=plan.target,
             )
         return PassResult(tuple(taken), handoffs)
+
+    async def release_unheld(self) -> None:
+        """Release every lease the table says is this worker's but it does not hold: one
+        handed to it that it has not taken yet. A stopping worker calls this after giving
+        up what it holds; otherwise such a lease would wait for the failover time."""
+        await self._release_unheld(await self.read_table(), "this worker is stopping")
+
+    async def _release_unheld(self, leases: list[Lease], why: str) -> None:
+        for lease in leases:
+            if lease.owner == self.worker_id and lease.key not in self.held:
+                try:
+                    await self.store.release(lease)
+                except LeaseLostError:
+                    continue
+                self._log.info("lease passed on", shard_id=lease.key, why=why)
 
     def _note_handoff(self, lease: Lease) -> bool:
         held = self.held[lease.key]

@@ -226,6 +226,12 @@ class Worker:
                 await asyncio.gather(*pending, return_exceptions=True)
         for key in list(self.coordinator.held):
             await self.coordinator.give_up(key)
+        # A lease handed to this worker just before the stop, not taken yet, is not held:
+        # pass it on too, or it would wait the failover time for this worker to expire.
+        try:
+            await self.coordinator.release_unheld()
+        except LanderError as exc:
+            self._log.warning("could not pass on leases handed to this worker", error=repr(exc))
 
     # -- loops ---------------------------------------------------------------------
 

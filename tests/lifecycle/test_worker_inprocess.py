@@ -119,6 +119,27 @@ async def test_shutdown_checkpoints_and_releases_every_lease() -> None:
     )
 
 
+async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_expire() -> None:
+    """A hand-off lands (the table names this worker) but the worker stops before its
+    next scan takes the lease: the stop releases it, so no one waits the failover time."""
+    stream = MemoryStream(2)
+    store, journal = MemoryLeaseStore(), Journal()
+    worker = _worker(stream, store, journal)
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(worker.coordinator.held) == 2)
+    # Another worker's lease, handed to this one behind its back (as a transfer does).
+    await store.create_lease("shardId-other", frozenset(), Sentinel.TRIM_HORIZON)
+    (other,) = [lease for lease in await store.list_leases() if lease.key == "shardId-other"]
+    taken = await store.take(other, "w2")
+    asked = await store.request_handoff(taken, "w1")
+    assert asked
+    (current,) = [lease for lease in await store.list_leases() if lease.key == "shardId-other"]
+    worker.request_stop()  # before its next scan could take what is coming
+    await store.transfer(current, "w1")
+    await asyncio.wait_for(task, 10)
+    assert all(lease.owner is None for lease in await store.list_leases())
+
+
 async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> None:
     """A split parent is read to its end, checkpointed SHARD_END, then its children."""
     stream = MemoryStream(1)
