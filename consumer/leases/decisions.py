@@ -151,7 +151,13 @@ def plan_acquisitions(
     rng.shuffle(free)
     take = tuple((ours + free)[: max(deficit, len(ours))])
 
-    coming = sum(1 for lease in workable if lease.key not in held and lease.handoff_to == me)
+    # Hand-offs asked of live owners and not answered yet (one whose owner expired is
+    # taken above, not counted twice).
+    coming = sum(
+        1
+        for lease in workable
+        if lease.key not in held and lease.handoff_to == me and lease not in take
+    )
     after = mine + len(take) + coming
     handoffs: tuple[Lease, ...] = ()
     if after < target:
