@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
+from bench.billing import KclDefaults
 from bench.cluster import Producer
 from bench.local_aws import boto3_client, create_stream, local_aws, shard_hash_keys
 from bench.report import fmt, progress, table
@@ -44,27 +45,6 @@ from bench.report import fmt, progress, table
 SHARDS = 4
 WORKERS = 3
 RATE_PER_SHARD = 5.0
-
-
-@dataclass(frozen=True)
-class KclDefaults:
-    """KCL 2.x's default timings (milliseconds), as its config classes declare them."""
-
-    failover_ms: float = 10_000
-    epsilon_ms: float = 25
-    shard_sync_ms: float = 60_000
-    idle_between_reads_ms: float = 1_000
-    max_records: int = 10_000
-
-    @property
-    def renew_ms(self) -> float:
-        """DynamoDBLeaseCoordinator: renewerIntervalMillis = failover / 3 - epsilon."""
-        return self.failover_ms / 3 - self.epsilon_ms
-
-    @property
-    def taker_ms(self) -> float:
-        """DynamoDBLeaseCoordinator: takerIntervalMillis = (failover + epsilon) * 2."""
-        return (self.failover_ms + self.epsilon_ms) * 2
 
 
 def kcl_per_minute(

@@ -197,18 +197,35 @@ class BilledLeaseStore(MemoryLeaseStore):
 
 
 @dataclass(frozen=True)
-class Kcl:
-    """KCL's default lease timings (``LeaseManagementConfig``)."""
+class KclDefaults:
+    """KCL 2.x's default timings (milliseconds), as its config classes declare them."""
 
-    failover: float = 10.0
-    epsilon: float = 0.025
-    item_bytes: int = 300
-    """The issue's assumption for a KCL lease item."""
-    key_bytes: int = 40
-    """What a KEYS_ONLY GSI entry holds: the lease key (and the owner it is keyed on)."""
+    failover_ms: float = 10_000
+    epsilon_ms: float = 25
+    shard_sync_ms: float = 60_000
+    idle_between_reads_ms: float = 1_000
+    max_records: int = 10_000
+
+    @property
+    def renew_ms(self) -> float:
+        """DynamoDBLeaseCoordinator: renewerIntervalMillis = failover / 3 - epsilon."""
+        return self.failover_ms / 3 - self.epsilon_ms
+
+    @property
+    def taker_ms(self) -> float:
+        """DynamoDBLeaseCoordinator: takerIntervalMillis = (failover + epsilon) * 2."""
+        return (self.failover_ms + self.epsilon_ms) * 2
 
 
-def kcl_costs(shards: int, workers: int, kcl: Kcl = Kcl()) -> dict[str, dict[str, float]]:
+KCL_ITEM_BYTES = 300
+"""The issue's assumption for a KCL lease item."""
+KCL_KEY_BYTES = 40
+"""What a KEYS_ONLY GSI entry holds: the lease key (and the owner it is keyed on)."""
+
+
+def kcl_costs(
+    shards: int, workers: int, kcl: KclDefaults | None = None
+) -> dict[str, dict[str, float]]:
     """Read and write units per shard-minute of KCL 2.x and 3.x under their defaults.
 
     Both renew every held lease every ``failover / 3 - epsilon`` (one write each).
@@ -218,10 +235,11 @@ def kcl_costs(shards: int, workers: int, kcl: Kcl = Kcl()) -> dict[str, dict[str
     its own leases; the GSI is written only when an owner changes (none in a steady
     state).
     """
-    scan = math.ceil(shards * kcl.item_bytes / READ_UNIT) * 0.5
-    renewals = shards / (kcl.failover / 3 - kcl.epsilon) * math.ceil(kcl.item_bytes / WRITE_UNIT)
-    kcl2_reads = workers * scan / (2 * (kcl.failover + kcl.epsilon))
-    own = math.ceil(shards / workers * kcl.key_bytes / READ_UNIT) * 0.5
+    kcl = kcl or KclDefaults()
+    scan = math.ceil(shards * KCL_ITEM_BYTES / READ_UNIT) * 0.5
+    renewals = shards / (kcl.renew_ms / 1000) * math.ceil(KCL_ITEM_BYTES / WRITE_UNIT)
+    kcl2_reads = workers * scan / (kcl.taker_ms / 1000)
+    own = math.ceil(shards / workers * KCL_KEY_BYTES / READ_UNIT) * 0.5
     kcl3_reads = scan / 20.0 + workers * own / 10.0
     per_shard_minute = 60.0 / shards
     return {

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from bench.aws_requests import KclDefaults, classify, kcl_per_minute, lander_model_per_minute
+from bench.aws_requests import classify, kcl_per_minute, lander_model_per_minute
+from bench.billing import KclDefaults
 from bench.docs import replace_block, summary_table, update_text
 
 PAGE = """# Benchmarks
