@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import Coroutine, Set
+from collections.abc import Coroutine, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from consumer.leases.board import BOARD_KEY, Board
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import WORKER_KEY_PREFIX, Lease, ShardReport
 from consumer.sequence import Checkpoint, checkpoint_to_item
@@ -49,6 +50,8 @@ def item_bytes(lease: Lease) -> int:
         size += len("parentShardId") + sum(len(p.encode()) for p in lease.parents)
     if lease.handoff_to is not None:
         size += len("handoffTo") + len(lease.handoff_to.encode())
+    if lease.handoff_ack is not None:
+        size += len("handoffAck") + len(lease.handoff_ack.encode())
     if lease.updated_ms is not None:
         size += len("lastUpdateMs") + _number(lease.updated_ms)
     if lease.lag_ms is not None:
@@ -61,6 +64,26 @@ def item_bytes(lease: Lease) -> int:
         if report.last_error:
             size += len("lastError") + len(report.last_error.encode())
     return size
+
+
+def board_bytes(board: Board | None) -> int:
+    """The size DynamoDB bills for the board item, as
+    :class:`consumer.leases.dynamo_board.DynamoBoard` writes it (3 bytes per map or
+    list entry, one per boolean)."""
+    if board is None:
+        return 0
+    size = len("leaseKey") + len(BOARD_KEY) + len("joins") + _number(board.joins) + len("slots")
+    for worker, slot in board.slots.items():
+        size += len(worker.encode()) + 3
+        size += 5 + _number(slot.counter) + _number(slot.joined) + _number(slot.notices)
+        size += _number(slot.held) + 2 + 3 + sum(len(k) + 3 for k in slot.incoming)
+        size += 2 if slot.fenced else 0
+    return size
+
+
+def index_bytes(key: str, owner: str) -> int:
+    """One entry of the keys-only owner index."""
+    return len("leaseKey") + len(key) + len("leaseOwner") + len(owner)
 
 
 @dataclass
@@ -91,6 +114,8 @@ class BilledLeaseStore(MemoryLeaseStore):
         super().__init__()
         self.bill = Bill()
         self._sizes: dict[str, int] = {}
+        self._owners: dict[str, str] = {}
+        self._board_size = 0
         self._total = 0
 
     def _resize(self, key: str) -> int:
@@ -106,9 +131,33 @@ class BilledLeaseStore(MemoryLeaseStore):
         return max(before, after)
 
     def _write(self, name: str, key: str, ok: bool) -> None:
-        size = self._resize(key)
+        size = self._board_resize() if key == BOARD_KEY else self._resize(key)
         self.bill.calls[name if ok else f"{name} (condition failed)"] += 1
         self.bill.write_units += max(1, math.ceil(size / WRITE_UNIT))
+        if key != BOARD_KEY:
+            self._index_write(key)
+
+    def _board_resize(self) -> int:
+        before, after = self._board_size, board_bytes(self.board)
+        self._board_size = after
+        self._total += after - before
+        return max(before, after)
+
+    def _index_write(self, key: str) -> None:
+        """The owner index is written when an item's owner changes: a delete of the
+        old entry and a put of the new one, one write unit each."""
+        lease = (self.leases or {}).get(key)
+        owner = None if lease is None else lease.owner
+        previous = self._owners.get(key)
+        if owner == previous:
+            return
+        changes = (previous is not None) + (owner is not None)
+        self.bill.calls["owner index write"] += changes
+        self.bill.write_units += changes
+        if owner is None:
+            self._owners.pop(key, None)
+        else:
+            self._owners[key] = owner
 
     async def _billed(self, name: str, key: str, call: Coroutine[Any, Any, Any]) -> Any:
         try:
@@ -124,15 +173,63 @@ class BilledLeaseStore(MemoryLeaseStore):
         self._write(name, key, ok=result is not False)
         return result
 
-    async def list_leases(self) -> list[Lease]:
-        """A strongly consistent Scan of every item (worker claims included, as
-        DynamoDB reads and bills them before the store drops them)."""
+    async def list_leases(self, *, consistent: bool = True) -> list[Lease]:
+        """A Scan of every item (the lander's own items included, as DynamoDB reads and
+        bills them before the store drops them); eventually consistent at half price."""
         await asyncio.sleep(LATENCY * (1 + self._total / 100_000))
         found = await super().list_leases()
         pages = max(1, math.ceil(self._total / SCAN_PAGE))
-        self.bill.calls["Scan (strong)"] += pages
-        self.bill.read_units += max(1, math.ceil(self._total / READ_UNIT))
+        self.bill.calls["Scan (strong)" if consistent else "Scan (eventual)"] += pages
+        units = max(1, math.ceil(self._total / READ_UNIT))
+        self.bill.read_units += units if consistent else units / 2
         return found
+
+    async def owned_by(self, owner: str) -> list[str]:
+        """A Query of the keys-only owner index (eventually consistent)."""
+        await asyncio.sleep(LATENCY)
+        found = await super().owned_by(owner)
+        self.bill.calls["Query owner index"] += 1
+        size = sum(index_bytes(key, owner) for key in found)
+        self.bill.read_units += max(1, math.ceil(size / READ_UNIT)) / 2
+        return found
+
+    async def read_board(self) -> Board:
+        """A strongly consistent GetItem of the board."""
+        await asyncio.sleep(LATENCY)
+        found = await super().read_board()
+        self.bill.calls["GetItem board (strong)"] += 1
+        self.bill.read_units += max(1, math.ceil(self._board_size / READ_UNIT))
+        return found
+
+    async def join(self, worker: str) -> Board:
+        """GetItem of the board, then the conditional write of the new slot."""
+        await self.read_board()
+        return cast(
+            "Board", await self._billed("UpdateItem board join", BOARD_KEY, super().join(worker))
+        )
+
+    async def beat(
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int
+    ) -> Board:
+        """UpdateItem on the board, returning it (no read units: ALL_NEW is free)."""
+        call = super().beat(worker, counter, held=held, leaving=leaving, read=read)
+        return cast("Board", await self._billed("UpdateItem board beat", BOARD_KEY, call))
+
+    async def fence(self, worker: str, counter: int) -> bool:
+        call = super().fence(worker, counter)
+        return cast("bool", await self._billed("UpdateItem board fence", BOARD_KEY, call))
+
+    async def deliver(self, worker: str, keys: Sequence[str]) -> bool:
+        call = super().deliver(worker, keys)
+        return cast("bool", await self._billed("UpdateItem board deliver", BOARD_KEY, call))
+
+    async def notify(self, worker: str) -> bool:
+        call = super().notify(worker)
+        return cast("bool", await self._billed("UpdateItem board notice", BOARD_KEY, call))
+
+    async def remove_slot(self, worker: str, *, counter: int | None = None) -> bool:
+        call = super().remove_slot(worker, counter=counter)
+        return cast("bool", await self._billed("UpdateItem board remove", BOARD_KEY, call))
 
     async def get_lease(self, key: str) -> Lease | None:
         """A strongly consistent GetItem."""
@@ -175,13 +272,13 @@ class BilledLeaseStore(MemoryLeaseStore):
             ),
         )
 
-    async def request_handoff(self, lease: Lease, to: str) -> bool:
-        return cast(
-            "bool",
-            await self._billed(
-                "UpdateItem hand-off request", lease.key, super().request_handoff(lease, to)
-            ),
-        )
+    async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
+        call = super().request_handoff(lease, to, replacing=replacing)
+        return cast("bool", await self._billed("UpdateItem hand-off request", lease.key, call))
+
+    async def acknowledge(self, key: str, to: str) -> bool:
+        call = super().acknowledge(key, to)
+        return cast("bool", await self._billed("UpdateItem hand-off ack", key, call))
 
     async def transfer(self, lease: Lease, to: str) -> None:
         await self._billed("UpdateItem transfer", lease.key, super().transfer(lease, to))

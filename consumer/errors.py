@@ -21,6 +21,8 @@ clients that call AWS: each wraps them into its branch below::
     │   ├── LeaseLostError             a fenced write failed: stop the shard at once
     │   ├── TableMissingError          (consumer.leases.store) retriable: the table is
     │   │                              created again
+    │   ├── SlotLostError              (consumer.leases.store) a beat was refused: the
+    │   │                              worker's board slot was fenced; every lease lost
     │   └── LeaseStoreError            (consumer.leases.store) retriable per instance:
     │                                  5xx, throttling, connection failures (not:
     │                                  access denied)

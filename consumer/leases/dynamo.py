@@ -5,12 +5,16 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
     leaseKey (S, hash key)  leaseOwner (S)  leaseCounter (N)
     checkpoint (S)  checkpointSubSequenceNumber (N)  ownerSwitchesSinceCheckpoint (N)
     parentShardId (SS)  handoffTo (S, the lander's graceful-steal request)
+    handoffAck (S, the receiver is ready: board coordination)
     lastUpdateMs (N)  millisBehindLatest (N)   (informational, for `lander status`)
     pendingRecords (N)  checkpointAgeMs (N)  shardFailures (N)  lastError (S)
                                                (the owner's report, informational)
 
 Items keyed ``lander-worker:<worker id>`` are worker-id claims (one live process per
-worker id), held with the same conditional writes; :meth:`list_leases` leaves them out.
+worker id), held with the same conditional writes; the item ``lander-board`` is the
+board of board coordination (:mod:`.dynamo_board`); :meth:`list_leases` leaves the
+lander's items out. New tables get KCL 3.x's global secondary index
+``LeaseOwnerToLeaseKeyIndex`` (leaseOwner, leaseKey; keys only).
 
 The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write it.
 """
@@ -18,15 +22,15 @@ The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write i
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Set
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from consumer.aws import error_code, http_status
-from consumer.leases.model import WORKER_KEY_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
-from consumer.leases.store import LeaseStoreError, TableMissingError
+from consumer.aws import error_code
+from consumer.leases.dynamo_board import OWNER_INDEX, DynamoBoard, aws_errors, owner_index
+from consumer.leases.model import RESERVED_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
+from consumer.leases.store import TableMissingError
 from consumer.sequence import Checkpoint, checkpoint_from_item, checkpoint_to_item
 
 if TYPE_CHECKING:
@@ -40,42 +44,13 @@ _OWNED = "leaseCounter = :counter AND leaseOwner = :owner"
 _UNOWNED = "leaseCounter = :counter AND (attribute_not_exists(leaseOwner) OR leaseOwner = :null)"
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-_THROTTLED = {
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "LimitExceededException",
-}
-
-
-def _aws(method: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
-    """botocore's errors never leave the store: what a method does not turn into a
-    lease error itself becomes a :class:`LeaseStoreError`."""
-
-    @functools.wraps(method)
-    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await method(*args, **kwargs)
-        except (ClientError, BotoCoreError) as exc:
-            status, code = http_status(exc), error_code(exc)
-            retriable = status == 0 or status >= 500 or code in _THROTTLED
-            raise LeaseStoreError(
-                f"DynamoDB {code or type(exc).__name__}: {str(exc)[:300]}", retriable=retriable
-            ) from exc
-
-    return call
-
-
-class DynamoLeaseStore:
+class DynamoLeaseStore(DynamoBoard):
     """Leases in a DynamoDB table (created on demand, on-demand billing)."""
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
-        self._client = client
-        self._table = table
+        super().__init__(client, table)
 
-    @_aws
+    @aws_errors
     async def ensure_table(self) -> None:
         """Create the table if missing and wait until it is ACTIVE.
 
@@ -87,7 +62,11 @@ class DynamoLeaseStore:
             await self._client.create_table(
                 TableName=self._table,
                 KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+                AttributeDefinitions=[
+                    {"AttributeName": "leaseKey", "AttributeType": "S"},
+                    {"AttributeName": "leaseOwner", "AttributeType": "S"},
+                ],
+                GlobalSecondaryIndexes=[owner_index()],
                 BillingMode="PAY_PER_REQUEST",
             )
         except ClientError as exc:
@@ -99,23 +78,13 @@ class DynamoLeaseStore:
             await asyncio.sleep(0.1)
         raise TimeoutError(f"lease table {self._table} did not become ACTIVE")
 
-    async def _status(self) -> str | None:
-        """The table's status, or None while it does not exist."""
-        try:
-            described = await self._client.describe_table(TableName=self._table)
-        except ClientError as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise
-            return None
-        return described["Table"].get("TableStatus")
-
-    @_aws
-    async def list_leases(self) -> list[Lease]:
-        """Scan every lease, strongly consistent, following pagination."""
+    @aws_errors
+    async def list_leases(self, *, consistent: bool = True) -> list[Lease]:
+        """Scan every lease, following pagination."""
         leases: list[Lease] = []
         start: dict[str, Any] | None = None
         while True:
-            kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
+            kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": consistent}
             if start:
                 kwargs["ExclusiveStartKey"] = start
             try:
@@ -129,7 +98,7 @@ class DynamoLeaseStore:
             if not start:
                 return leases
 
-    @_aws
+    @aws_errors
     async def get_lease(self, key: str) -> Lease | None:
         """GetItem, strongly consistent."""
         try:
@@ -143,7 +112,7 @@ class DynamoLeaseStore:
         item = response.get("Item")
         return None if item is None else lease_from_item(item)
 
-    @_aws
+    @aws_errors
     async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
         """Put an unowned lease unless one exists."""
         value, sub = checkpoint_to_item(checkpoint)
@@ -170,20 +139,20 @@ class DynamoLeaseStore:
             raise
         return True
 
-    @_aws
+    @aws_errors
     async def take(self, lease: Lease, owner: str) -> Lease:
         """Become the owner if counter and owner are as observed."""
         switches = " ADD ownerSwitchesSinceCheckpoint :one" if lease.owner != owner else ""
         return await self._update(
             lease,
             # checkpointOwner: a KCL 3.x graceful hand-off left half-done, now void.
-            "SET leaseOwner = :me, leaseCounter = :next REMOVE handoffTo, checkpointOwner"
-            + switches,
+            "SET leaseOwner = :me, leaseCounter = :next "
+            "REMOVE handoffTo, handoffAck, checkpointOwner" + switches,
             {":me": {"S": owner}},
             owned=lease.owner is not None,
         )
 
-    @_aws
+    @aws_errors
     async def renew(
         self, lease: Lease, lag_ms: int | None = None, report: ShardReport | None = None
     ) -> Lease:
@@ -210,7 +179,7 @@ class DynamoLeaseStore:
                 removes = " REMOVE lastError"
         return await self._update(lease, "SET " + ", ".join(sets) + removes, values)
 
-    @_aws
+    @aws_errors
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
         """Record progress, fenced."""
         value, sub = checkpoint_to_item(checkpoint)
@@ -221,20 +190,25 @@ class DynamoLeaseStore:
             {":cp": {"S": value}, ":sub": {"N": str(sub)}, ":zero": {"N": "0"}},
         )
 
-    @_aws
-    async def request_handoff(self, lease: Lease, to: str) -> bool:
+    @aws_errors
+    async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
         """Write ``handoffTo`` if the lease is unchanged and no request is pending."""
+        values = {
+            ":to": {"S": to},
+            ":counter": {"N": str(lease.counter)},
+            ":owner": {"S": lease.owner or ""},
+        }
+        pending = "attribute_not_exists(handoffTo)"
+        if replacing is not None:
+            pending = "(attribute_not_exists(handoffTo) OR handoffTo = :stale)"
+            values[":stale"] = {"S": replacing}
         try:
             await self._client.update_item(
                 TableName=self._table,
                 Key={"leaseKey": {"S": lease.key}},
-                UpdateExpression="SET handoffTo = :to",
-                ConditionExpression=_OWNED + " AND attribute_not_exists(handoffTo)",
-                ExpressionAttributeValues={
-                    ":to": {"S": to},
-                    ":counter": {"N": str(lease.counter)},
-                    ":owner": {"S": lease.owner or ""},
-                },
+                UpdateExpression="SET handoffTo = :to REMOVE handoffAck",
+                ConditionExpression=f"{_OWNED} AND {pending}",
+                ExpressionAttributeValues=values,
             )
         except ClientError as exc:
             if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
@@ -242,22 +216,74 @@ class DynamoLeaseStore:
             raise
         return True
 
-    @_aws
+    @aws_errors
+    async def acknowledge(self, key: str, to: str) -> bool:
+        """Write ``handoffAck`` if ``handoffTo`` names ``to`` (the counter stays)."""
+        try:
+            await self._client.update_item(
+                TableName=self._table,
+                Key={"leaseKey": {"S": key}},
+                UpdateExpression="SET handoffAck = :to",
+                ConditionExpression="handoffTo = :to",
+                ExpressionAttributeValues={":to": {"S": to}},
+            )
+        except ClientError as exc:
+            if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
+                return False
+            raise
+        return True
+
+    @aws_errors
+    async def owned_by(self, owner: str) -> list[str]:
+        """Query ``LeaseOwnerToLeaseKeyIndex``; an eventually consistent Scan while the
+        index does not exist or is still being built."""
+        keys: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": OWNER_INDEX,
+                "KeyConditionExpression": "leaseOwner = :owner",
+                "ExpressionAttributeValues": {":owner": {"S": owner}},
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            try:
+                page = await self._client.query(**kwargs)
+            except ClientError as exc:
+                if error_code(exc) not in ("ValidationException", "ResourceNotFoundException"):
+                    raise
+                if not await self.table_exists():
+                    raise TableMissingError(self._table) from None
+                leases = await self.list_leases(consistent=False)
+                return sorted(lease.key for lease in leases if lease.owner == owner)
+            keys.extend(
+                item["leaseKey"]["S"]
+                for item in page.get("Items", [])
+                if not item["leaseKey"]["S"].startswith(RESERVED_PREFIX)
+            )
+            start = dict(page.get("LastEvaluatedKey") or {})
+            if not start:
+                return sorted(keys)
+
+    @aws_errors
     async def transfer(self, lease: Lease, to: str) -> None:
         """Hand the lease to ``to``."""
         await self._update(
             lease,
             "SET leaseOwner = :to, leaseCounter = :next ADD ownerSwitchesSinceCheckpoint :one "
-            "REMOVE handoffTo",
+            "REMOVE handoffTo, handoffAck",
             {":to": {"S": to}},
         )
 
-    @_aws
+    @aws_errors
     async def release(self, lease: Lease) -> None:
         """Clear the owner so any worker may take the lease at once."""
-        await self._update(lease, "SET leaseCounter = :next REMOVE leaseOwner, handoffTo", {})
+        await self._update(
+            lease, "SET leaseCounter = :next REMOVE leaseOwner, handoffTo, handoffAck", {}
+        )
 
-    @_aws
+    @aws_errors
     async def delete_lease(self, key: str) -> None:
         """Remove a lease item."""
         await self._client.delete_item(TableName=self._table, Key={"leaseKey": {"S": key}})
@@ -305,10 +331,10 @@ without one, as KCL 2.x and 3.0-3.4 write them, are leases too)."""
 
 
 def is_lease(item: Item) -> bool:
-    """Whether a lease-table item is a shard lease: not one of the lander's worker-id
-    claims, nor one of KCL 3.5's other entities (``Leader``, ``Migration3.0``, worker
-    metrics)."""
-    if item["leaseKey"]["S"].startswith(WORKER_KEY_PREFIX):
+    """Whether a lease-table item is a shard lease: not one of the lander's own items
+    (worker-id claims, the board), nor one of KCL 3.5's other entities (``Leader``,
+    ``Migration3.0``, worker metrics)."""
+    if item["leaseKey"]["S"].startswith(RESERVED_PREFIX):
         return False
     entity: str = item.get("entityType", {}).get("S", KCL_LEASE_ENTITY)
     return entity == KCL_LEASE_ENTITY
@@ -328,6 +354,7 @@ def lease_from_item(item: Item) -> Lease:
         owner_switches=int(item.get("ownerSwitchesSinceCheckpoint", {}).get("N", "0")),
         parents=frozenset(item.get("parentShardId", {}).get("SS", [])),
         handoff_to=item.get("handoffTo", {}).get("S"),
+        handoff_ack=item.get("handoffAck", {}).get("S"),
         updated_ms=_optional_int(item, "lastUpdateMs"),
         lag_ms=_optional_int(item, "millisBehindLatest"),
         report=_report(item),

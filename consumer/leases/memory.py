@@ -7,10 +7,12 @@ between reading and writing.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
+from dataclasses import replace
 
-from consumer.leases.model import WORKER_KEY_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
-from consumer.leases.store import TableMissingError
+from consumer.leases.board import Board, Slot
+from consumer.leases.model import RESERVED_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
+from consumer.leases.store import SlotLostError, TableMissingError
 from consumer.sequence import Checkpoint
 
 
@@ -20,10 +22,13 @@ class MemoryLeaseStore:
     def __init__(self) -> None:
         self.leases: dict[str, Lease] | None = None
         """The table; None while it does not exist."""
+        self.board: Board | None = None
+        """The board item; None while it does not exist."""
 
     def drop_table(self) -> None:
         """Delete the whole table, as an operator might."""
         self.leases = None
+        self.board = None
 
     def _table(self) -> dict[str, Lease]:
         if self.leases is None:
@@ -46,11 +51,19 @@ class MemoryLeaseStore:
         if self.leases is None:
             self.leases = {}
 
-    async def list_leases(self) -> list[Lease]:
-        """All shard leases."""
+    async def list_leases(self, *, consistent: bool = True) -> list[Lease]:
+        """All shard leases (always current: the fake has no replicas)."""
         return [
-            lease for key, lease in self._table().items() if not key.startswith(WORKER_KEY_PREFIX)
+            lease for key, lease in self._table().items() if not key.startswith(RESERVED_PREFIX)
         ]
+
+    async def owned_by(self, owner: str) -> list[str]:
+        """Keys of the leases naming ``owner``."""
+        return sorted(
+            key
+            for key, lease in self._table().items()
+            if lease.owner == owner and not key.startswith(RESERVED_PREFIX)
+        )
 
     async def get_lease(self, key: str) -> Lease | None:
         """One item, or None."""
@@ -73,6 +86,7 @@ class MemoryLeaseStore:
             counter=lease.counter + 1,
             owner_switches=table[lease.key].owner_switches + switched,
             handoff_to=None,
+            handoff_ack=None,
             updated_ms=wall_ms(),
         )
         table[lease.key] = taken
@@ -102,15 +116,24 @@ class MemoryLeaseStore:
         table[lease.key] = done
         return done
 
-    async def request_handoff(self, lease: Lease, to: str) -> bool:
+    async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
         """Mark a hand-off request if the lease is unchanged and none is pending."""
         try:
             table = self._fenced(lease)
         except LeaseLostError:
             return False
-        if table[lease.key].handoff_to is not None:
+        pending = table[lease.key].handoff_to
+        if pending is not None and (replacing is None or pending != replacing):
             return False
-        table[lease.key] = table[lease.key].evolve(handoff_to=to)
+        table[lease.key] = table[lease.key].evolve(handoff_to=to, handoff_ack=None)
+        return True
+
+    async def acknowledge(self, key: str, to: str) -> bool:
+        """Record the receiver's readiness if it is the one named."""
+        current = self._table().get(key)
+        if current is None or current.handoff_to != to:
+            return False
+        self._table()[key] = current.evolve(handoff_ack=to)
         return True
 
     async def transfer(self, lease: Lease, to: str) -> None:
@@ -122,6 +145,7 @@ class MemoryLeaseStore:
             counter=lease.counter + 1,
             owner_switches=current.owner_switches + 1,
             handoff_to=None,
+            handoff_ack=None,
             updated_ms=wall_ms(),
         )
 
@@ -129,9 +153,97 @@ class MemoryLeaseStore:
         """Give the lease up."""
         table = self._fenced(lease)
         table[lease.key] = table[lease.key].evolve(
-            owner=None, counter=lease.counter + 1, handoff_to=None, updated_ms=wall_ms()
+            owner=None,
+            counter=lease.counter + 1,
+            handoff_to=None,
+            handoff_ack=None,
+            updated_ms=wall_ms(),
         )
 
     async def delete_lease(self, key: str) -> None:
         """Remove a lease."""
         self._table().pop(key, None)
+
+    # -- the board ---------------------------------------------------------------------
+
+    def _board(self) -> Board:
+        self._table()
+        return self.board or Board()
+
+    def _slot(self, worker: str) -> Slot | None:
+        slot = self._board().slots.get(worker)
+        return None if slot is None or slot.fenced else slot
+
+    def _put(self, worker: str, slot: Slot | None) -> Board:
+        board = self._board()
+        slots = dict(board.slots)
+        if slot is None:
+            slots.pop(worker, None)
+        else:
+            slots[worker] = slot
+        self.board = replace(board, slots=slots)
+        return self.board
+
+    async def read_board(self) -> Board:
+        """The board (empty if missing)."""
+        return self._board()
+
+    async def join(self, worker: str) -> Board:
+        """A fresh slot for ``worker``."""
+        board = self._board()
+        previous = board.slots.get(worker)
+        counter = 0 if previous is None else previous.counter + 1
+        self.board = replace(board, joins=board.joins + 1)
+        return self._put(worker, Slot(counter=counter, joined=board.joins))
+
+    async def beat(
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int
+    ) -> Board:
+        """Counter + 1 if the slot is as last written and not fenced."""
+        if self.leases is None:
+            raise SlotLostError("lease table does not exist")
+        slot = self._slot(worker)
+        if slot is None or slot.counter != counter:
+            raise SlotLostError(f"board slot of {worker} fenced, removed or replaced")
+        return self._put(
+            worker,
+            replace(
+                slot, counter=counter + 1, held=held, leaving=leaving, incoming=slot.incoming[read:]
+            ),
+        )
+
+    async def fence(self, worker: str, counter: int) -> bool:
+        """Fence the slot if its counter stood still."""
+        slot = self._slot(worker)
+        if slot is None or slot.counter != counter:
+            return False
+        self._put(worker, replace(slot, fenced=True))
+        return True
+
+    async def deliver(self, worker: str, keys: Sequence[str]) -> bool:
+        """Append to the slot's incoming list."""
+        slot = self._slot(worker)
+        if slot is None:
+            return False
+        self._put(worker, replace(slot, incoming=(*slot.incoming, *keys)))
+        return True
+
+    async def notify(self, worker: str) -> bool:
+        """Bump the slot's notices."""
+        slot = self._slot(worker)
+        if slot is None:
+            return False
+        self._put(worker, replace(slot, notices=slot.notices + 1))
+        return True
+
+    async def remove_slot(self, worker: str, *, counter: int | None = None) -> bool:
+        """Remove a slot: one's own (by counter) or a fenced one."""
+        slot = self._board().slots.get(worker)
+        if slot is None:
+            return False
+        if counter is None and not slot.fenced:
+            return False
+        if counter is not None and (slot.fenced or slot.counter != counter):
+            return False
+        self._put(worker, None)
+        return True

@@ -28,6 +28,9 @@ class Lease:
     owner_switches: int = 0
     parents: frozenset[str] = field(default_factory=frozenset)
     handoff_to: str | None = None
+    handoff_ack: str | None = None
+    """Board coordination: the receiver named in ``handoff_to`` is ready for the lease
+    (it polls for it), so the owner may stop reading and transfer it."""
     updated_ms: int | None = field(default=None, compare=False)
     """Wall-clock time (epoch ms) of the last write, for ``lander status`` only: expiry
     never reads it (workers judge expiry by counters on their own monotonic clocks)."""
@@ -63,6 +66,10 @@ class ShardReport:
     last_error: str | None = None
     """The latest of those failures, shortened."""
 
+
+RESERVED_PREFIX = "lander-"
+"""Lease-table items whose key starts with this are the lander's own (worker-id claims,
+the board), not shard leases; shard ids never start with it."""
 
 WORKER_KEY_PREFIX = "lander-worker:"
 """Lease-table items whose key starts with this are worker-id claims, not shard

@@ -11,9 +11,10 @@ logic tests) and :mod:`.dynamo` (DynamoDB, or an emulator of it).
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from typing import Protocol
 
+from consumer.leases.board import Board
 from consumer.leases.model import Lease, LeaseError, ShardReport
 from consumer.sequence import Checkpoint
 
@@ -24,9 +25,10 @@ class LeaseStore(Protocol):
     async def ensure_table(self) -> None:
         """Create the table if it is missing (idempotent, safe to race)."""
 
-    async def list_leases(self) -> list[Lease]:
-        """Every shard lease, strongly consistent (worker-id claims, whose keys start
-        with ``WORKER_KEY_PREFIX``, are left out). Raises :class:`TableMissingError`."""
+    async def list_leases(self, *, consistent: bool = True) -> list[Lease]:
+        """Every shard lease, strongly consistent unless asked otherwise (the lander's
+        own items, whose keys start with ``RESERVED_PREFIX``, are left out). Raises
+        :class:`TableMissingError`."""
 
     async def get_lease(self, key: str) -> Lease | None:
         """One item by key, strongly consistent; None if it does not exist. Raises
@@ -47,8 +49,16 @@ class LeaseStore(Protocol):
     async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
         """Record progress, fenced by counter and owner; counter + 1."""
 
-    async def request_handoff(self, lease: Lease, to: str) -> bool:
-        """Ask the owner to hand the lease to ``to``; False if it changed meanwhile."""
+    async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
+        """Ask the owner to hand the lease to ``to``; False if it changed meanwhile or a
+        request is pending (one naming ``replacing``, a receiver that died, is replaced)."""
+
+    async def acknowledge(self, key: str, to: str) -> bool:
+        """The receiver named in ``handoffTo`` says it is ready; False if not named."""
+
+    async def owned_by(self, owner: str) -> list[str]:
+        """Keys of the leases naming ``owner`` (KCL 3.x's ``LeaseOwnerToLeaseKeyIndex``:
+        eventually consistent)."""
 
     async def transfer(self, lease: Lease, to: str) -> None:
         """The owner gives the lease to ``to`` (graceful hand-off); counter + 1."""
@@ -58,6 +68,48 @@ class LeaseStore(Protocol):
 
     async def delete_lease(self, key: str) -> None:
         """Remove a lease item (no condition)."""
+
+
+class BoardStore(Protocol):
+    """The board item (:mod:`consumer.leases.board`): slots written conditionally."""
+
+    async def read_board(self) -> Board:
+        """The board, strongly consistent; an empty board if it does not exist yet."""
+
+    async def join(self, worker: str) -> Board:
+        """Put a fresh slot for ``worker`` (replacing one a previous process of the same
+        worker id left: the worker-id claim proved that one dead or gone)."""
+
+    async def beat(
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int
+    ) -> Board:
+        """Counter + 1 if the slot still has ``counter`` and is not fenced, recording the
+        leases held and whether the worker leaves, and dropping the first ``read``
+        incoming keys (read from the previous beat). Raises :class:`SlotLostError`."""
+
+    async def fence(self, worker: str, counter: int) -> bool:
+        """Fence the slot if its counter is still ``counter``; False otherwise."""
+
+    async def deliver(self, worker: str, keys: Sequence[str]) -> bool:
+        """Append lease keys to the slot's incoming list; False if it is gone or fenced."""
+
+    async def notify(self, worker: str) -> bool:
+        """Bump the slot's notice counter; False if it is gone or fenced."""
+
+    async def remove_slot(self, worker: str, *, counter: int | None = None) -> bool:
+        """Remove a slot: its own worker's (``counter`` as last written, a graceful
+        stop), or a fenced one (``counter`` None); False if the condition fails."""
+
+
+class CoordinatedStore(LeaseStore, BoardStore, Protocol):
+    """A lease table with its board: what board coordination needs."""
+
+
+class SlotLostError(LeaseError):
+    """A beat was refused: the slot was fenced, removed, or replaced by a newer process
+    under the same worker id. Every lease the worker holds is lost. Not retriable."""
+
+    retriable = False
 
 
 class TableMissingError(LeaseError):

@@ -69,10 +69,22 @@ async def test_scans_reads_and_writes_are_billed_in_dynamodb_units() -> None:
         await store.take(leases[0], "worker-002")  # as observed before the first take
     assert store.bill.calls["UpdateItem take"] == 1
     assert store.bill.calls["UpdateItem take (condition failed)"] == 1
-    assert store.bill.write_units == 202  # a refused write is billed too
+    # A refused write is billed too; the owner changed, so the owner index was written.
+    assert store.bill.calls["owner index write"] == 1
+    assert store.bill.write_units == 203
 
     await store.renew(taken)
     assert store.bill.calls["UpdateItem renew"] == 1
+    assert store.bill.calls["owner index write"] == 1  # same owner: no index write
+    await store.release(store.leases[taken.key] if store.leases else taken)
+    assert store.bill.calls["owner index write"] == 2  # the entry is deleted
+
+    await store.join("worker-001")
+    before = store.bill.write_units
+    board = await store.beat("worker-001", 0, held=1, leaving=False, read=0)
+    assert board.slots["worker-001"].counter == 1
+    assert store.bill.write_units == before + 1  # a small board: one unit, no read
+    assert store.bill.calls["UpdateItem board beat"] == 1
     assert not await store.create_lease(leases[1].key, frozenset(), Sentinel.TRIM_HORIZON)
     assert store.bill.calls["PutItem create (condition failed)"] == 1
 

@@ -1,0 +1,180 @@
+"""Board decisions, property-tested: slot expiry by counter-watch, the line of live
+workers, and the leader's assignment plan (never takes a live worker's lease, gives
+every free one, balances to within one, and leaves a balanced table alone)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from consumer.leases.board import (
+    Board,
+    Slot,
+    line,
+    plan_assignment,
+    slot_expired,
+    to_fence,
+    watch,
+)
+from consumer.leases.model import Lease
+
+FAILOVER = 10.0
+
+
+def _board(**slots: Slot) -> Board:
+    return Board(slots=slots, joins=len(slots))
+
+
+def test_a_moving_counter_never_expires_and_a_still_one_does_after_failover() -> None:
+    """Expiry runs on the observer's clock from when it first saw the counter."""
+    board = _board(a=Slot(counter=1, joined=0), b=Slot(counter=5, joined=1))
+    seen = watch({}, board, now=100.0)
+    later = _board(a=Slot(counter=2, joined=0), b=Slot(counter=5, joined=1))
+    seen = watch(seen, later, now=109.9)
+    assert not slot_expired("b", later, seen, 109.9, FAILOVER)
+    seen = watch(seen, later, now=110.0)
+    assert slot_expired("b", later, seen, 110.0, FAILOVER)
+    assert not slot_expired("a", later, seen, 110.0, FAILOVER)
+    assert to_fence(later, seen, 110.0, FAILOVER) == ["b"]
+    assert line(later, seen, 110.0, FAILOVER) == ["a"]
+
+
+def test_line_is_join_order_without_fenced_slots() -> None:
+    """The first live slot to have joined leads; fenced ones are out of line."""
+    board = _board(
+        z=Slot(counter=0, joined=0, fenced=True),
+        b=Slot(counter=0, joined=2),
+        a=Slot(counter=0, joined=1),
+    )
+    seen = watch({}, board, now=0.0)
+    assert line(board, seen, 0.0, FAILOVER) == ["a", "b"]
+    assert to_fence(board, seen, 100.0, FAILOVER) == ["a", "b"]  # fenced once only
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[list[Lease], Board]:
+    """Leases spread over live, fenced and leaving workers, unowned ones, and owners
+    that are not on the board."""
+    workers = draw(st.integers(1, 8))
+    fenced = draw(st.sets(st.integers(0, workers - 1), max_size=workers - 1))
+    leaving = draw(st.sets(st.integers(0, workers - 1), max_size=workers - 1))
+    slots = {
+        f"w{i}": Slot(
+            counter=0, joined=i, fenced=i in fenced, leaving=i in leaving and i not in fenced
+        )
+        for i in range(workers)
+    }
+    owners = [*slots, None, "stranger"]
+    count = draw(st.integers(0, 60))
+    leases = [
+        Lease(key=f"s-{k:03d}", owner=draw(st.sampled_from(owners)), counter=1)
+        for k in range(count)
+    ]
+    return leases, Board(slots=slots, joins=workers)
+
+
+def _apply(leases: list[Lease], plan_give: object, plan_handoffs: object) -> list[Lease]:
+    moved = {lease.key: to for lease, to in (*plan_give, *plan_handoffs)}  # type: ignore[misc]
+    return [lease.evolve(owner=moved.get(lease.key, lease.owner)) for lease in leases]
+
+
+@given(tables(), st.integers(0, 2**32))
+def test_plan_gives_only_free_leases_and_balances_to_within_one(
+    table: tuple[list[Lease], Board], seed: int
+) -> None:
+    """Free leases (unowned, fenced owner; strangers only once expired) all go to
+    receivers; live owners keep theirs unless asked to hand them over to a receiver;
+    leaving workers lose all; afterwards no receiver has two more than another."""
+    leases, board = table
+    seen = watch({}, board, now=0.0)
+    live = line(board, seen, 0.0, FAILOVER)
+    plan = plan_assignment(
+        leases,
+        board,
+        live,
+        ready={lease.key for lease in leases},
+        lease_seen={},
+        now=0.0,
+        failover=FAILOVER,
+        rng=random.Random(seed),
+    )
+    receivers = {w for w in live if not board.slots[w].leaving}
+    given_keys = {lease.key for lease, _ in plan.give}
+    for lease, to in plan.give:
+        assert to in receivers
+        owner = lease.owner
+        assert owner is None or board.slots[owner].fenced
+    for lease, to in plan.handoffs:
+        assert to in receivers
+        assert to != lease.owner
+        assert lease.owner is not None
+        assert lease.owner in board.slots
+        assert not board.slots[lease.owner].fenced
+        assert lease.key not in given_keys
+    # Every unowned or fenced lease is given; a stranger's (not seen expiring) is kept.
+    for lease in leases:
+        orphan = lease.owner is None or (
+            lease.owner in board.slots and board.slots[lease.owner].fenced
+        )
+        assert (lease.key in given_keys) == (orphan and bool(receivers))
+    if not receivers:
+        return
+    after = _apply(leases, plan.give, plan.handoffs)
+    mine = Counter(lease.owner for lease in after if lease.owner in receivers)
+    counts = [mine.get(w, 0) for w in receivers]
+    assert max(counts) - min(counts) <= 1
+    for lease in after:
+        if (
+            lease.owner is not None
+            and lease.owner in board.slots
+            and board.slots[lease.owner].leaving
+        ):
+            raise AssertionError(f"{lease.key} left with a leaving worker")
+    # Balanced: a second plan over the result moves nothing.
+    again = plan_assignment(
+        after,
+        board,
+        live,
+        ready={lease.key for lease in after},
+        lease_seen={},
+        now=0.0,
+        failover=FAILOVER,
+        rng=random.Random(seed),
+    )
+    assert again.handoffs == ()
+
+
+def test_a_strangers_lease_is_given_once_its_counter_stood_still() -> None:
+    """An owner with no slot (a KCL worker of an adopted table) keeps its lease while its
+    counter moves across the leader's reads, and loses it once it stood still."""
+    board = _board(a=Slot(counter=0, joined=0))
+    lease = Lease(key="s-1", owner="kcl-worker", counter=7)
+    from consumer.leases.decisions import observe
+
+    lease_seen = observe({}, [lease], 0.0)
+    kwargs = {"ready": {"s-1"}, "lease_seen": lease_seen, "failover": FAILOVER}
+    early = plan_assignment([lease], board, ["a"], now=5.0, rng=random.Random(1), **kwargs)  # type: ignore[arg-type]
+    assert early.give == ()
+    late = plan_assignment([lease], board, ["a"], now=10.0, rng=random.Random(1), **kwargs)  # type: ignore[arg-type]
+    assert late.give == ((lease, "a"),)
+
+
+def test_pending_handoffs_and_incoming_count_for_their_receiver() -> None:
+    """A lease on its way to a worker counts as that worker's, so it is not sent more."""
+    board = _board(a=Slot(counter=0, joined=0), b=Slot(counter=0, joined=1, incoming=("s-9",)))
+    leases = [Lease(key=f"s-{k}", owner="a", counter=1) for k in range(4)]
+    leases[0] = leases[0].evolve(handoff_to="b")
+    plan = plan_assignment(
+        leases,
+        board,
+        ["a", "b"],
+        ready={lease.key for lease in leases},
+        lease_seen={},
+        now=0.0,
+        failover=FAILOVER,
+        rng=random.Random(3),
+    )
+    assert plan.handoffs == ()  # a: 3, b: 1 + 1 incoming: within one
