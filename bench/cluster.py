@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from consumer.cli.harness import start_worker, stop_processes
-from consumer.leases.model import WORKER_KEY_PREFIX
+from consumer.leases.model import RESERVED_PREFIX
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -121,8 +121,8 @@ class LeaseTable:
             return {}
         owners: dict[str, str | None] = {}
         for item in items:
-            if item["leaseKey"]["S"].startswith(WORKER_KEY_PREFIX):
-                continue  # a worker-id claim, not a shard lease
+            if item["leaseKey"]["S"].startswith(RESERVED_PREFIX):
+                continue  # a worker-id claim or the board, not a shard lease
             owner = item.get("leaseOwner", {}).get("S")
             owners[item["leaseKey"]["S"]] = None if owner in (None, "", "NULL") else owner
         return owners

@@ -42,7 +42,7 @@ from bench.billing import Bill, BilledLeaseStore, kcl_costs
 from bench.report import progress
 from bench.virtual_time import VirtualClock
 from consumer.config import Settings, load_settings
-from consumer.leases.model import WORKER_KEY_PREFIX
+from consumer.leases.model import RESERVED_PREFIX
 from consumer.leases.store import LeaseStore
 from consumer.lifecycle.processor import Checkpointer, InitializationInput, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
@@ -160,7 +160,7 @@ class Fleet:
         leases = [
             lease
             for key, lease in (self.store.leases or {}).items()
-            if not key.startswith(WORKER_KEY_PREFIX) and not lease.finished
+            if not key.startswith(RESERVED_PREFIX) and not lease.finished
         ]
         if len(leases) < self.shards:
             return False

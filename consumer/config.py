@@ -53,6 +53,7 @@ CaseInsensitive = BeforeValidator(_lower)
 """Put on a ``Literal`` of lower-case choices: the value is lower-cased before the check."""
 
 LogFormat = Annotated[Literal["auto", "json", "console"], CaseInsensitive]
+Coordination = Annotated[Literal["scan", "board"], CaseInsensitive]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensitive]
 PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
 
@@ -104,6 +105,20 @@ class Settings(BaseSettings):
     )
     shard_sync_seconds: float = Field(
         default=30.0, gt=0, description="How often the stream's shards are listed."
+    )
+    coordination: Coordination = Field(
+        default="scan",
+        description="How workers share shards. scan: every worker scans the lease table "
+        "each second to judge expiry and balance (read cost grows with workers x "
+        "shards). board: workers heartbeat on one board item, a leader fences dead "
+        "workers and assigns leases (read cost flat in the number of workers; "
+        "docs/consumer.md). Every worker of a lease table must use the same mode.",
+    )
+    lease_sweep_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="Board coordination: how often the leader reads every lease "
+        "(eventually consistent) to find free ones and balance.",
     )
     poll_idle_seconds: float = Field(
         default=1.0,

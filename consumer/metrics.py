@@ -42,13 +42,15 @@ class LanderMetrics:
         self.leases_taken = Counter(
             "lander_leases_taken",
             "Leases taken, by how: new (no owner), expired (owner stopped renewing), "
-            "handoff (given to this worker by its owner).",
+            "handoff (given to this worker by its owner), assigned (given to this worker "
+            "by the leader, board coordination).",
             ["how"],
             registry=r,
         )
         self.leases_stolen = Counter(
             "lander_leases_stolen",
-            "Hand-offs this worker asked of a live owner to balance the load.",
+            "Hand-offs this worker asked of a live owner to balance the load (under board "
+            "coordination: the leader's requests, for any receiver).",
             registry=r,
         )
         self.leases_lost = Counter(

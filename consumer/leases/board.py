@@ -181,10 +181,10 @@ def plan_assignment(
             free.append(lease)
             continue
         assert lease.owner is not None
-        if lease.handoff_to is not None:
-            if lease.handoff_to in load:
-                load[lease.handoff_to] += 1
+        if lease.handoff_to is not None and lease.handoff_to in load:
+            load[lease.handoff_to] += 1
             continue
+        # A hand-off to a worker that is gone or leaving is asked again of another.
         if lease.owner in load:
             load[lease.owner] += 1
             movable.setdefault(lease.owner, []).append(lease)

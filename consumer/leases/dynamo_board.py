@@ -27,7 +27,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import error_code, http_status
 from consumer.leases.board import BOARD_KEY, Board, Slot
-from consumer.leases.store import LeaseStoreError, SlotLostError
+from consumer.leases.store import LeaseStoreError, SlotLostError, TableMissingError
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -153,9 +153,14 @@ class DynamoBoard:
     @aws_errors
     async def read_board(self) -> Board:
         """GetItem, strongly consistent."""
-        response = await self._client.get_item(
-            TableName=self._table, Key={"leaseKey": {"S": BOARD_KEY}}, ConsistentRead=True
-        )
+        try:
+            response = await self._client.get_item(
+                TableName=self._table, Key={"leaseKey": {"S": BOARD_KEY}}, ConsistentRead=True
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                raise TableMissingError(self._table) from None
+            raise
         item = response.get("Item")
         return Board() if item is None else board_from_item(item)
 

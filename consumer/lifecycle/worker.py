@@ -39,16 +39,18 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 import structlog
 
 from consumer.aws import backoff
 from consumer.config import Settings
 from consumer.errors import LanderError, RefusedError, is_retriable, summary
+from consumer.leases.board_coordinator import LEAD_BEAT_SECONDS, BoardCoordinator
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
 from consumer.leases.model import ShardReport
-from consumer.leases.store import LeaseStore
+from consumer.leases.store import CoordinatedStore, LeaseStore
 from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.metrics import LanderMetrics, version
@@ -102,14 +104,32 @@ class Worker:
         self.stream = stream
         self.store = store
         self.processor_factory = processor_factory
-        self.coordinator = LeaseCoordinator(
-            store,
-            settings.worker_id,
-            settings.failover_seconds,
-            settings.renew_interval,
-            rng=rng,
-            metrics=self.metrics,
-        )
+        self.board: BoardCoordinator | None = None
+        """Set under board coordination (the same object as :attr:`coordinator`)."""
+        self.coordinator: LeaseCoordinator
+        if settings.coordination == "board":
+            self.board = BoardCoordinator(
+                cast(CoordinatedStore, store),
+                settings.worker_id,
+                settings.failover_seconds,
+                settings.renew_interval,
+                sweep_seconds=settings.lease_sweep_seconds,
+                rng=rng,
+                metrics=self.metrics,
+            )
+            self.board.on_taken = lambda lease: self._start_shard(lease.key)
+            self.board.on_handoff = self._hand_off
+            self.board.on_lost = self._lose
+            self.coordinator = self.board
+        else:
+            self.coordinator = LeaseCoordinator(
+                store,
+                settings.worker_id,
+                settings.failover_seconds,
+                settings.renew_interval,
+                rng=rng,
+                metrics=self.metrics,
+            )
         self.claim = WorkerClaim(store, settings.worker_id, settings.failover_seconds)
         self.probe = probe
         self.metrics.leases_held.set_function(lambda: len(self.coordinator.held))
@@ -183,23 +203,38 @@ class Worker:
             stream=self.settings.stream,
             lease_table=self.settings.lease_table,
             failover_seconds=self.settings.failover_seconds,
+            coordination=self.settings.coordination,
         )
-        renewer = asyncio.create_task(self._loop("renew", self._renew_pass, self._renew_delay))
-        takers = [
-            asyncio.create_task(self._sync_loop()),
-            asyncio.create_task(self._loop("lease", self._lease_pass, self._scan_delay)),
-        ]
+        if self.board is not None:
+            # Kept through the shutdown: the beat proves this worker alive while its
+            # shards are handed over, and a leader keeps planning until it has left.
+            keepers = await self._start_board()
+            takers = [asyncio.create_task(self._sync_loop())]
+        else:
+            keepers = [
+                asyncio.create_task(self._loop("renew", self._renew_pass, self._renew_delay))
+            ]
+            takers = [
+                asyncio.create_task(self._sync_loop()),
+                asyncio.create_task(self._loop("lease", self._lease_pass, self._scan_delay)),
+            ]
         stop = asyncio.create_task(self._stopping.wait())
-        done, _ = await asyncio.wait([renewer, *takers, stop], return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([*keepers, *takers, stop], return_when=asyncio.FIRST_COMPLETED)
         failure = next((t.exception() for t in done if t is not stop and t.exception()), None)
         if failure is not None:
             self._log.error("worker loop failed; shutting down", error=repr(failure))
         for task in (*takers, stop):
             task.cancel()
         await asyncio.gather(*takers, stop, return_exceptions=True)
+        if self.board is not None and failure is None:
+            await self._hand_over(self.board)
         await self._shutdown_shards()
-        renewer.cancel()
-        await asyncio.gather(renewer, return_exceptions=True)
+        if self.board is not None:
+            with contextlib.suppress(LanderError, OSError):
+                await self.board.leave()
+        for task in keepers:
+            task.cancel()
+        await asyncio.gather(*keepers, return_exceptions=True)
         if self._probing is not None:
             self._probing.cancel()
             await asyncio.gather(self._probing, return_exceptions=True)
@@ -209,6 +244,40 @@ class Worker:
         self._log.info("worker stopped")
         if failure is not None:
             raise failure
+
+    async def _start_board(self) -> list[asyncio.Task[None]]:
+        """Join the board (adding the owner index to an older table first)."""
+        assert self.board is not None
+        ensure_index = getattr(self.store, "ensure_owner_index", None)
+        if ensure_index is not None:
+            await ensure_index()
+        await self.board.join()
+        self._last_contact = time.monotonic()
+        board = self.board
+        return [
+            asyncio.create_task(self._loop("beat", self._beat_pass, board.beat_delay)),
+            asyncio.create_task(self._loop("lead", board.lead_pass, lambda: LEAD_BEAT_SECONDS)),
+            asyncio.create_task(self._loop("claim", self.claim.renew, self._renew_delay)),
+        ]
+
+    async def _beat_pass(self) -> None:
+        assert self.board is not None
+        self._report_progress()
+        await self.board.beat_pass()
+        if self.board.slot is not None:
+            self._last_contact = time.monotonic()
+
+    async def _hand_over(self, board: BoardCoordinator) -> None:
+        """Board coordination: flag this worker as leaving and keep reading while the
+        leader names receivers and they acknowledge; each shard stops once its receiver
+        polls for it. What is not handed over in half the shutdown time is released."""
+        await board.start_leaving()
+        deadline = time.monotonic() + self.settings.shutdown_seconds / 2
+        while self.shard_tasks and board.has_receivers():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.wait(list(self.shard_tasks.values()), timeout=min(0.05, left))
 
     async def _shutdown_shards(self) -> None:
         for consumer in list(self.consumers.values()):
@@ -305,9 +374,20 @@ class Worker:
         failures = 0
         missing = 0
         while True:
+            if self.board is not None and not self.board.is_leader():
+                # Under board coordination only the leader lists shards and creates leases.
+                self._synced.set()
+                self.coordinator.listed_shards = None
+                await asyncio.sleep(LEAD_BEAT_SECONDS)
+                continue
             try:
-                leases = await self.coordinator.read_table()
+                if self.board is not None:
+                    leases = await self.board.read_table_eventually()
+                else:
+                    leases = await self.coordinator.read_table()
                 self.coordinator.listed_shards = await self.syncer.sync(leases)
+                if self.board is not None and self.syncer.changed:
+                    self.board.want_sweep()
                 self._last_contact = time.monotonic()
                 failures = missing = 0
                 self._synced.set()
@@ -469,6 +549,8 @@ class Worker:
             shards=sorted(self.coordinator.held),
         )
         self._give_back.set()
+        if self.board is not None:
+            self.board.leaving = True  # the leader hands its leases on and gives it none
         for consumer in list(self.consumers.values()):
             consumer.request_stop()
         if self._probing is None or self._probing.done():
@@ -487,6 +569,8 @@ class Worker:
                 self._log.warning("probe failed; still not taking shards", reason=reason)
                 continue
             self.unfit = None
+            if self.board is not None:
+                self.board.leaving = False
             self._give_back.clear()
             self.metrics.landing_healthy.set(1)
             self._log.info("probe passed: this worker can land again and takes shards")

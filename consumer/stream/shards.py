@@ -94,6 +94,8 @@ class ShardSyncer:
         self.initial = initial
         self.incomplete = False
         """The last pass left leases it found missing to another worker."""
+        self.changed = False
+        """The last pass created or deleted a lease."""
 
     async def sync(self, leases: list[Lease]) -> set[str]:
         """Create missing leases and delete garbage; returns the listed shard ids."""
@@ -101,6 +103,7 @@ class ShardSyncer:
         listed = {shard.shard_id for shard in shards}
         existing = {lease.key for lease in leases}
         self.incomplete = False
+        self.changed = False
         for new in plan_new_leases(shards, existing, self.initial):
             if not await self.store.create_lease(new.key, new.parents, new.checkpoint):
                 self.incomplete = True
@@ -108,6 +111,7 @@ class ShardSyncer:
                     "lease created by another worker; leaving the rest to it", shard_id=new.key
                 )
                 break
+            self.changed = True
             log.info(
                 "lease created",
                 shard_id=new.key,
@@ -116,5 +120,6 @@ class ShardSyncer:
             )
         for key in leases_to_delete(leases, listed):
             await self.store.delete_lease(key)
+            self.changed = True
             log.info("lease of trimmed shard deleted", shard_id=key)
         return listed

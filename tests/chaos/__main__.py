@@ -1,4 +1,5 @@
-"""``python -m tests.chaos [--profile short|soak] [--minutes M] [--seed N]``."""
+"""``python -m tests.chaos [--profile short|soak] [--minutes M] [--seed N]
+[--coordination scan|board]``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import random
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from tests.chaos.scenario import SHORT, run, soak
@@ -19,9 +21,14 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=650.0, help="soak records/s (default 650)")
     parser.add_argument("--seed", type=int, default=None, help="replay a run (default: random)")
     parser.add_argument("--workdir", default=None, help="keep logs and archive here")
+    parser.add_argument("--coordination", choices=("scan", "board"), default="scan")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
-    profile = SHORT if args.profile == "short" else soak(args.minutes, args.rate)
+    profile = (
+        replace(SHORT, coordination=args.coordination)
+        if args.profile == "short"
+        else soak(args.minutes, args.rate, args.coordination)
+    )
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lander-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     outcome = run(profile, seed, workdir)

@@ -38,7 +38,19 @@ from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-EVENTS = ("kill", "freeze", "term", "join", "split", "merge", "delete_leases", "misconfigured")
+EVENTS = (
+    "kill",
+    "freeze",
+    "kill_leader",
+    "freeze_leader",
+    "term",
+    "join",
+    "split",
+    "merge",
+    "delete_leases",
+    "misconfigured",
+)
+"""Under scan coordination there is no leader: ``*_leader`` picks any live worker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +83,22 @@ class Profile:
         )
     )
     catch_up_seconds: float = 240.0
+    coordination: str = "scan"
 
 
 SHORT = Profile("short", seconds=45, rate=400)
 
 
-def soak(minutes: float, rate: float = 650) -> Profile:
+def soak(minutes: float, rate: float = 650, coordination: str = "scan") -> Profile:
     """The long profile: an event every ~40 s and 1M+ records at the default rate."""
-    return Profile("soak", seconds=minutes * 60, rate=rate, events_every=40, catch_up_seconds=900)
+    return Profile(
+        "soak",
+        seconds=minutes * 60,
+        rate=rate,
+        events_every=40,
+        catch_up_seconds=900,
+        coordination=coordination,
+    )
 
 
 @dataclass
@@ -107,6 +127,7 @@ class Outcome:
     """Workers that joined with a broken archive: 0 (gave back, stopped cleanly) or 3
     (refused at start)."""
     seconds: float = 0.0
+    replay_flags: str = ""
 
     @property
     def ok(self) -> bool:
@@ -129,7 +150,7 @@ class Outcome:
         lines = [
             f"chaos {self.profile} seed={self.seed}: {'OK' if self.ok else 'FAILED'} "
             f"in {self.seconds:.0f} s (replay: python -m tests.chaos --profile "
-            f"{self.profile} --seed {self.seed})",
+            f"{self.profile} --seed {self.seed}{self.replay_flags})",
             f"  produced      {p.events if p else 0:,} events, {p.retries if p else 0:,} producer "
             f"retries, {p.bad if p else 0} bad, {p.aggregated_user_records if p else 0:,} in "
             f"KPL aggregates",
@@ -160,6 +181,8 @@ class Chaos:
         self.workdir = workdir
         self.say = say or Say()
         self.outcome = Outcome(seed, profile.name)
+        if profile.coordination != "scan":
+            self.outcome.replay_flags = f" --coordination {profile.coordination}"
         self.workers: dict[str, WorkerProcess] = {}
         self.retired: list[WorkerProcess] = []
         self.misconfigured: list[WorkerProcess] = []
@@ -230,6 +253,7 @@ class Chaos:
             "LANDER_SHUTDOWN_SECONDS": "10",
             "LANDER_METRICS_PORT": "0",
             "LANDER_LOG_FORMAT": "json",
+            "LANDER_COORDINATION": self.profile.coordination,
         }
         endpoints = {f"AWS_ENDPOINT_URL_{p.service.upper()}": p.url for p in proxies}
         return {**clean, **env, **endpoints, **settings}
@@ -336,21 +360,22 @@ class Chaos:
 
     def _event(self, kind: str) -> str | None:
         live = self._live()
-        if kind in ("kill", "freeze", "term") and len(live) < 2:
+        if kind in ("kill", "freeze", "kill_leader", "freeze_leader", "term") and len(live) < 2:
             kind = "join"
-        if kind == "kill":
-            name = self.rng.choice(live)
+        if kind in ("kill", "kill_leader"):
+            name = self._leader(live) if kind == "kill_leader" else self.rng.choice(live)
             self._retire(name, signal.SIGKILL)
             new = self._start_worker()
-            return f"kill -9 {name}, {new} started"
-        if kind == "freeze":
-            name = self.rng.choice(live)
+            return f"kill -9 {name}{' (leader)' * (kind == 'kill_leader')}, {new} started"
+        if kind in ("freeze", "freeze_leader"):
+            name = self._leader(live) if kind == "freeze_leader" else self.rng.choice(live)
             worker = self.workers[name]
             pause = self.profile.failover_seconds * 2 + 1
             worker.proc.send_signal(signal.SIGSTOP)
             time.sleep(pause)
             worker.proc.send_signal(signal.SIGCONT)
-            return f"SIGSTOP {name} for {pause:.0f} s (past failover), then SIGCONT"
+            leader = " (leader)" if kind == "freeze_leader" else ""
+            return f"SIGSTOP {name}{leader} for {pause:.0f} s (past failover), then SIGCONT"
         if kind == "term":
             name = self.rng.choice(live)
             code = self._retire(name, signal.SIGTERM)
@@ -369,6 +394,23 @@ class Chaos:
         if kind == "misconfigured":
             return self._misconfigured()
         raise AssertionError(kind)
+
+    def _leader(self, live: list[str]) -> str:
+        """The worker that leads under board coordination: the live slot that joined
+        first, read from the board item; any live worker when there is no board."""
+        item = self.direct["dynamodb"].get_item(
+            TableName=self.table, Key={"leaseKey": {"S": "lander-board"}}, ConsistentRead=True
+        )
+        slots = item.get("Item", {}).get("slots", {}).get("M", {})
+        order: list[tuple[int, str]] = sorted(
+            (int(slot["M"]["j"]["N"]), str(worker).removeprefix("chaos-"))
+            for worker, slot in slots.items()
+            if "f" not in slot["M"]
+        )
+        for _, name in order:
+            if name in live:
+                return name
+        return self.rng.choice(live)
 
     def _misconfigured(self) -> str:
         """A worker joins whose bucket is deleted right after its start-up checks: it

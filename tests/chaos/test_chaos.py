@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,13 +23,15 @@ def _seed() -> int:
 @pytest.mark.emulator
 @pytest.mark.processes
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("coordination", ["scan", "board"])
 def test_short_chaos_run_lands_every_record_exactly_once(
-    tmp_path: Path, spark: SparkSession
+    tmp_path: Path, spark: SparkSession, coordination: str
 ) -> None:
-    """kill -9, SIGSTOP past failover, SIGTERM, a join, a split, a merge, deleted lease
-    items and faults on every AWS call: the archive holds each record once by position
-    and the compaction each event id once."""
-    outcome = run(SHORT, _seed(), tmp_path, spark)
+    """kill -9, SIGSTOP past failover (of any worker, and of the leader), SIGTERM, a
+    join, a split, a merge, deleted lease items and faults on every AWS call, under both
+    coordination modes: the archive holds each record once by position and the
+    compaction each event id once."""
+    outcome = run(replace(SHORT, coordination=coordination), _seed(), tmp_path, spark)
     print(outcome.report())
     assert outcome.ok, outcome.report()
 

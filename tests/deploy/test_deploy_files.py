@@ -21,6 +21,8 @@ import yaml  # type: ignore[import-untyped]
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
+from consumer.leases.dynamo_board import owner_index
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -445,7 +447,11 @@ def test_iam_placeholders_are_explained() -> None:
 def test_lease_table_matches_what_the_daemon_creates() -> None:
     table = load_cfn(CORE_TEMPLATE)["Resources"]["LeaseTable"]["Properties"]
     assert table["KeySchema"] == [{"AttributeName": "leaseKey", "KeyType": "HASH"}]
-    assert table["AttributeDefinitions"] == [{"AttributeName": "leaseKey", "AttributeType": "S"}]
+    assert table["AttributeDefinitions"] == [
+        {"AttributeName": "leaseKey", "AttributeType": "S"},
+        {"AttributeName": "leaseOwner", "AttributeType": "S"},
+    ]
+    assert table["GlobalSecondaryIndexes"] == [owner_index()]  # KCL 3.x's owner index
     assert table["BillingMode"] == "PAY_PER_REQUEST"
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     source = (REPO / "consumer/leases/dynamo.py").read_text()

@@ -10,13 +10,17 @@ import pytest
 from tests.support.cluster import Cluster
 
 
-@pytest.fixture
-def make_cluster(aws_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """Build clusters; every worker started is stopped (by PID) at the end."""
+@pytest.fixture(params=["scan", "board"])
+def make_cluster(
+    aws_env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., Cluster]]:
+    """Build clusters, under each coordination mode; every worker started is stopped
+    (by PID) at the end."""
     made: list[Cluster] = []
 
     def make(shards: int, **extra_env: str) -> Cluster:
-        cluster = Cluster(aws_env, tmp_path / f"c{len(made)}", shards, extra_env=extra_env)
+        env = {"LANDER_COORDINATION": request.param, **extra_env}
+        cluster = Cluster(aws_env, tmp_path / f"c{len(made)}", shards, extra_env=env)
         made.append(cluster)
         return cluster
 

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pytest
+
 from consumer.config import load_settings
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.lifecycle.processor import (
@@ -68,10 +70,20 @@ class JournalProcessor:
         self.journal.calls.append((self.shard, "shutdown_requested"))
 
 
+MODES = pytest.mark.parametrize("coordination", ["scan", "board"])
+"""The tests so marked run under both coordination modes."""
+
+
 def _worker(
-    stream: MemoryStream, store: MemoryLeaseStore, journal: Journal, name: str = "w1"
+    stream: MemoryStream,
+    store: MemoryLeaseStore,
+    journal: Journal,
+    name: str = "w1",
+    coordination: str = "scan",
 ) -> Worker:
-    settings = load_settings(stream="s", lease_table="leases", worker_id=name, **FAST)
+    settings = load_settings(
+        stream="s", lease_table="leases", worker_id=name, coordination=coordination, **FAST
+    )
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
     return Worker(settings, store, stream, factory)
 
@@ -82,12 +94,13 @@ async def _until(predicate: Callable[[], bool], timeout: float = 15) -> None:
             await asyncio.sleep(0.02)
 
 
-async def test_processor_failure_restarts_the_shard_from_its_checkpoint() -> None:
+@MODES
+async def test_processor_failure_restarts_the_shard_from_its_checkpoint(coordination: str) -> None:
     """A processor that raises is restarted; records come again, none is skipped."""
     stream = MemoryStream(1)
     sequences = [stream.put(f"{i}".encode(), "k")[1] for i in range(10)]
     store, journal = MemoryLeaseStore(), Journal(fail_first=1)
-    worker = _worker(stream, store, journal)
+    worker = _worker(stream, store, journal, "w1", coordination)
     task = asyncio.create_task(worker.run())
 
     def delivered() -> set[int]:
@@ -100,13 +113,14 @@ async def test_processor_failure_restarts_the_shard_from_its_checkpoint() -> Non
     assert journal.calls.count(("shardId-000000000000", "initialize")) == 2
 
 
-async def test_shutdown_checkpoints_and_releases_every_lease() -> None:
+@MODES
+async def test_shutdown_checkpoints_and_releases_every_lease(coordination: str) -> None:
     """A graceful stop calls shutdown_requested, checkpoints, and leaves no owner."""
     stream = MemoryStream(3)
     for i in range(30):
         stream.put(f"{i}".encode(), f"key-{i}")
     store, journal = MemoryLeaseStore(), Journal()
-    worker = _worker(stream, store, journal)
+    worker = _worker(stream, store, journal, "w1", coordination)
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(journal.delivered) == 30)
     worker.request_stop()
@@ -119,12 +133,15 @@ async def test_shutdown_checkpoints_and_releases_every_lease() -> None:
     )
 
 
-async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_expire() -> None:
+@MODES
+async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_expire(
+    coordination: str,
+) -> None:
     """A hand-off lands (the table names this worker) but the worker stops before its
     next scan takes the lease: the stop releases it, so no one waits the failover time."""
     stream = MemoryStream(2)
     store, journal = MemoryLeaseStore(), Journal()
-    worker = _worker(stream, store, journal)
+    worker = _worker(stream, store, journal, "w1", coordination)
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(worker.coordinator.held) == 2)
     # Another worker's lease, handed to this one behind its back (as a transfer does).
@@ -140,7 +157,10 @@ async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_e
     assert all(lease.owner is None for lease in await store.list_leases())
 
 
-async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> None:
+@MODES
+async def test_shard_end_is_checkpointed_and_children_follow_their_parent(
+    coordination: str,
+) -> None:
     """A split parent is read to its end, checkpointed SHARD_END, then its children."""
     stream = MemoryStream(1)
     parent = "shardId-000000000000"
@@ -148,7 +168,7 @@ async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> N
     left, right = stream.split(parent, 2**127)
     after = [stream.put(f"c{i}".encode(), f"k{i}")[1] for i in range(20)]
     store, journal = MemoryLeaseStore(), Journal()
-    worker = _worker(stream, store, journal)
+    worker = _worker(stream, store, journal, "w1", coordination)
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(journal.delivered) == 40)
     worker.request_stop()
@@ -165,14 +185,17 @@ async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> N
     assert {p.sequence for _, p, _ in journal.delivered} == set(before) | set(after)
 
 
-async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery() -> None:
+@MODES
+async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery(
+    coordination: str,
+) -> None:
     """Two workers on four shards end 2/2, and no record reaches two processors."""
     stream = MemoryStream(4)
     store, journal = MemoryLeaseStore(), Journal()
-    first = _worker(stream, store, journal, "w1")
+    first = _worker(stream, store, journal, "w1", coordination)
     one = asyncio.create_task(first.run())
     await _until(lambda: len(first.coordinator.held) == 4)
-    second = _worker(stream, store, journal, "w2")
+    second = _worker(stream, store, journal, "w2", coordination)
     two = asyncio.create_task(second.run())
     for i in range(200):
         stream.put(f"{i}".encode(), f"key-{i}")

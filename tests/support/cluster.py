@@ -227,8 +227,8 @@ class Cluster:
                 "checkpoint": item.get("checkpoint", {}).get("S"),
             }
             for item in items
-            # Worker-id claims share the table; they are not shard leases.
-            if not item["leaseKey"]["S"].startswith("lander-worker:")
+            # Worker-id claims and the board share the table; they are not shard leases.
+            if not item["leaseKey"]["S"].startswith("lander-")
         }
 
     def owners(self) -> Counter[str]:

@@ -1,0 +1,386 @@
+"""One worker's side of board coordination (:mod:`.board`): beats, the acting window,
+incoming leases and notices, and the leader's duties.
+
+The worker acts on its leases only within ``stale_after`` of the start of its last
+successful beat (:meth:`ensure_valid` beats first when that is older), and its lease
+writes stay fenced by counter and owner as under scan coordination. Lease renewals are
+gone: a lease's counter moves when it is taken, checkpointed, handed over or released.
+
+- **Incoming** (a key the leader gave, or a hand-off to this worker): read the lease
+  strongly; if it names this worker, take it (a fenced write) and start the shard; if
+  it is a hand-off to this worker, acknowledge it, notify its owner, and poll the lease
+  until the owner transfers it.
+- **Notice**: read the leases that name this worker (the owner index) and the ones it
+  holds: take what it was given, stop what was lost, and hand over what a receiver
+  acknowledged (the owner stops reading only once the receiver polls, so the gap
+  between the two readers is one poll).
+- **Leader** (:meth:`lead_pass`, every second): fence slots whose counters stood still
+  for the failover time, find their leases (the owner index), sweep the leases with an
+  eventually consistent Scan every sweep interval, give free ready leases and ask for
+  hand-offs by :func:`.board.plan_assignment`, and remove fenced slots nothing names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from consumer.leases.board import (
+    Board,
+    Slot,
+    line,
+    watch,
+)
+from consumer.leases.coordinator import HeldLease, LeaseCoordinator
+from consumer.leases.decisions import Seen
+from consumer.leases.leader import Leader
+from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
+from consumer.sequence import Checkpoint
+
+if TYPE_CHECKING:
+    from consumer.metrics import LanderMetrics
+
+log = structlog.get_logger("consumer.leases")
+
+LEAD_BEAT_SECONDS = 1.0
+"""How often the leader and the next in line beat (and the leader plans)."""
+LEAVING_BEAT_SECONDS = 0.2
+"""How often a leaving worker beats, to see acknowledgements of its hand-offs soon."""
+POLL_SECONDS = 0.1
+"""How often a receiver reads a lease being handed to it."""
+
+
+def _ignore(*_: object) -> None:
+    return None
+
+
+class BoardCoordinator(LeaseCoordinator):
+    """Beats on the board and carries out what the leader decides."""
+
+    def __init__(
+        self,
+        store: CoordinatedStore,
+        worker_id: str,
+        failover: float,
+        renew_interval: float,
+        *,
+        sweep_seconds: float = 60.0,
+        clock: Callable[[], float] | None = None,
+        rng: random.Random | None = None,
+        metrics: LanderMetrics | None = None,
+    ) -> None:
+        super().__init__(
+            store, worker_id, failover, renew_interval, clock=clock, rng=rng, metrics=metrics
+        )
+        self.board_store = store
+        self.sweep_seconds = sweep_seconds
+        self.slot: Slot | None = None
+        """This worker's slot as its last beat wrote it (None until joined)."""
+        self.board = Board()
+        self.beat_started: float | None = None
+        self.slot_seen: dict[str, Seen] = {}
+        self.leaving = False
+        """Hand every lease on and take none (stopping, or unable to land)."""
+        self.stopping = False
+        self.on_taken: Callable[[Lease], None] = _ignore
+        self.on_handoff: Callable[[str], None] = _ignore
+        self.on_lost: Callable[[str], None] = _ignore
+        self._read = 0
+        self._notices: int | None = None
+        self._beat_lock = asyncio.Lock()
+        self._waits: dict[str, asyncio.Task[None]] = {}
+        self.leader = Leader(self)
+        """The leader's duties, carried out while this worker leads."""
+
+    # -- beats -----------------------------------------------------------------------
+
+    async def join(self) -> None:
+        """Take a fresh slot, then the leases that already name this worker (a restart
+        under the same worker id)."""
+        started = self.clock()
+        try:
+            board = await self.board_store.join(self.worker_id)
+        except TableMissingError:
+            self._log.warning("lease table missing; creating it")
+            await self.store.ensure_table()
+            started = self.clock()
+            board = await self.board_store.join(self.worker_id)
+        self._accept(board, started)
+        self._read = len(self.slot.incoming) if self.slot else 0
+        self._log.info("joined the board", joined=self.slot.joined if self.slot else None)
+        await self._read_own_leases()
+
+    def fresh(self) -> bool:
+        """Whether this worker is inside its acting window."""
+        return (
+            self.slot is not None
+            and self.beat_started is not None
+            and self.clock() - self.beat_started < self.stale_after
+        )
+
+    def position(self) -> int | None:
+        """This worker's place in the line (0: the leader), None if not in it."""
+        order = line(self.board, self.slot_seen, self.clock(), self.failover)
+        return order.index(self.worker_id) if self.worker_id in order else None
+
+    def beat_delay(self) -> float:
+        """The leader and the next in line beat every second; a leaving worker faster;
+        the others every renew interval."""
+        if self.stopping:
+            return LEAVING_BEAT_SECONDS
+        position = self.position()
+        if position is not None and position <= 1:
+            return min(LEAD_BEAT_SECONDS, self.renew_interval)
+        return self.renew_interval
+
+    async def beat_pass(self) -> None:
+        """Beat, then act on what the board says: incoming leases and notices."""
+        if self.slot is None:
+            await self.join()
+            return
+        try:
+            await self.beat()
+        except LeaseLostError:
+            return  # every lease is lost; the next pass joins again
+        await self._after_beat()
+
+    async def beat(self) -> None:
+        """One beat; on refusal every lease is lost and the next pass joins again."""
+        async with self._beat_lock:
+            if self.slot is None:
+                raise LeaseLostError("*", "not on the board")
+            started = self.clock()
+            read = self._read
+            try:
+                board = await self.board_store.beat(
+                    self.worker_id,
+                    self.slot.counter,
+                    held=len(self.held),
+                    leaving=self.leaving,
+                    read=read,
+                )
+            except SlotLostError as exc:
+                self._lose_all(str(exc))
+                raise LeaseLostError("*", str(exc)) from None
+            self._read -= read
+            self._accept(board, started)
+
+    def _accept(self, board: Board, started: float) -> None:
+        self.board = board
+        self.slot = board.slots.get(self.worker_id)
+        self.beat_started = started
+        self.slot_seen = watch(self.slot_seen, board, self.clock())
+
+    def _lose_all(self, reason: str) -> None:
+        self._log.error("board slot lost: every lease with it", reason=reason, held=len(self.held))
+        self.slot = None
+        self.beat_started = None
+        self._notices = None
+        self._read = 0
+        for key in list(self.held):
+            self._mark_lost(key, reason)
+            self.on_lost(key)
+
+    async def _after_beat(self) -> None:
+        slot = self.slot
+        if slot is None:
+            return
+        # Counted as read once handled, so the next beat drops exactly those (a beat in
+        # between, from ensure_valid, drops its share and subtracts it).
+        for key in slot.incoming[self._read :]:
+            await self._incoming(key)
+            self._read += 1
+        if self._notices != slot.notices:
+            await self._read_own_leases()
+            self._notices = slot.notices
+
+    async def ensure_valid(self, key: str) -> None:
+        """Raise LeaseLostError unless the lease is certainly still ours right now."""
+        held = self._held(key)
+        self._check(held)
+        if not self.fresh():
+            await self.beat()
+            self._check(held)
+
+    async def renew_all(self) -> tuple[list[str], list[str]]:
+        """Nothing to renew: the beat is the heartbeat."""
+        return [], []
+
+    async def checkpoint(self, key: str, checkpoint: Checkpoint) -> Lease:
+        """Write a checkpoint; a hand-off acknowledged by its receiver is noticed here."""
+        lease = await super().checkpoint(key, checkpoint)
+        self._notice_handoff(lease)
+        return lease
+
+    # -- incoming leases, notices, hand-offs ------------------------------------------------
+
+    async def _incoming(self, key: str) -> None:
+        lease = await self.store.get_lease(key)
+        if lease is None:
+            return
+        if lease.owner == self.worker_id:
+            if key not in self.held:
+                await self.take_given(lease)
+        elif (
+            lease.handoff_to == self.worker_id
+            and not self.leaving
+            and key not in self._waits
+            and await self.store.acknowledge(key, self.worker_id)
+        ):
+            if lease.owner is not None:
+                await self.board_store.notify(lease.owner)
+            self._waits[key] = asyncio.create_task(self._await_handoff(key, lease.owner))
+
+    async def _await_handoff(self, key: str, owner: str | None) -> None:
+        """Poll a lease being handed to this worker until its owner transfers it."""
+        deadline = self.clock() + 2 * self.failover
+        nudged = self.clock()
+        try:
+            while self.clock() < deadline:
+                await asyncio.sleep(POLL_SECONDS)
+                lease = await self.store.get_lease(key)
+                if lease is None:
+                    return
+                if lease.owner == self.worker_id:
+                    if key not in self.held:
+                        await self.take_given(lease)  # passed on if leaving meanwhile
+                    return
+                if lease.handoff_to != self.worker_id:
+                    return
+                if owner is not None and self.clock() - nudged >= self.renew_interval:
+                    await self.board_store.notify(owner)
+                    nudged = self.clock()
+        except Exception as exc:  # a lease left where it is is picked up by the leader
+            self._log.warning("waiting for a hand-off failed", shard_id=key, error=repr(exc))
+        finally:
+            self._waits.pop(key, None)
+
+    async def take_given(self, lease: Lease) -> None:
+        """Take a lease that names this worker; one that arrives while this worker
+        leaves (or cannot land) is passed on at once."""
+        if self.leaving:
+            await self._pass_on(lease)
+            return
+        if not self.fresh():
+            return
+        started = self.clock()
+        try:
+            taken = await self.store.take(lease, self.worker_id)
+        except LeaseLostError:
+            return
+        self.held[taken.key] = HeldLease(taken, started)
+        if self.metrics is not None:
+            self.metrics.leases_taken.labels("assigned").inc()
+        self._log.info("lease taken", shard_id=taken.key, counter=taken.counter)
+        self.on_taken(taken)
+
+    async def _read_own_leases(self) -> None:
+        """Take leases that name this worker; stop lost ones; notice acknowledged
+        hand-offs."""
+        keys = set(await self.store.owned_by(self.worker_id)) | set(self.held)
+        for key in sorted(keys):
+            lease = await self.store.get_lease(key)
+            held = self.held.get(key)
+            if held is None:
+                if lease is not None and lease.owner == self.worker_id:
+                    await self.take_given(lease)
+                continue
+            if lease is None or lease.owner != self.worker_id:
+                self._mark_lost(key, "the lease names another owner")
+                self.on_lost(key)
+                continue
+            self._notice_handoff(lease)
+
+    async def _pass_on(self, lease: Lease) -> None:
+        try:
+            await self.store.release(lease)
+        except LeaseLostError:
+            return
+        self._log.info("lease passed on", shard_id=lease.key, why="this worker is leaving")
+        await self._notify_leader()
+
+    def _notice_handoff(self, lease: Lease) -> None:
+        held = self.held.get(lease.key)
+        if held is None or held.handoff_to is not None:
+            return
+        if lease.handoff_to is not None and lease.handoff_ack == lease.handoff_to:
+            held.handoff_to = lease.handoff_to
+            self._log.info("hand-off acknowledged", shard_id=lease.key, to=lease.handoff_to)
+            self.on_handoff(lease.key)
+
+    async def give_up(self, key: str, why: str = "shutdown") -> None:
+        """Hand over or release; a release tells the leader (its leases need a home)."""
+        held = self.held.get(key)
+        handing = held is not None and held.handoff_to not in (None, self.worker_id)
+        await super().give_up(key, why)
+        if not handing:
+            await self._notify_leader()
+
+    async def _notify_leader(self) -> None:
+        order = line(self.board, self.slot_seen, self.clock(), self.failover)
+        if order and order[0] != self.worker_id:
+            with contextlib.suppress(Exception):
+                await self.board_store.notify(order[0])
+        elif order:
+            self.leader.want_sweep()
+
+    async def start_leaving(self) -> None:
+        """Flag the slot as leaving, so the leader hands this worker's leases on."""
+        self.leaving = self.stopping = True
+        if self.slot is not None:
+            with contextlib.suppress(LeaseLostError):
+                await self.beat()
+
+    async def leave(self) -> None:
+        """After every lease is given up: take the slot off the board."""
+        for task in list(self._waits.values()):
+            task.cancel()
+        await asyncio.gather(*self._waits.values(), return_exceptions=True)
+        if self.slot is not None:
+            await self.board_store.remove_slot(self.worker_id, counter=self.slot.counter)
+            self.slot = None
+
+    async def release_unheld(self) -> None:
+        """Release leases that name this worker but that it does not hold."""
+        for key in await self.store.owned_by(self.worker_id):
+            if key in self.held:
+                continue
+            lease = await self.store.get_lease(key)
+            if lease is not None and lease.owner == self.worker_id:
+                with contextlib.suppress(LeaseLostError):
+                    await self.store.release(lease)
+                    self._log.info("lease passed on", shard_id=key, why="this worker is stopping")
+
+    # -- the leader ------------------------------------------------------------------------
+
+    def has_receivers(self) -> bool:
+        """Whether another live worker could receive this worker's leases."""
+        order = line(self.board, self.slot_seen, self.clock(), self.failover)
+        return any(w != self.worker_id and not self.board.slots[w].leaving for w in order)
+
+    def is_leader(self) -> bool:
+        """Whether this worker leads (first in line), as far as its board shows."""
+        return self.position() == 0
+
+    async def lead_pass(self) -> None:
+        """The leader's duties, if this worker leads (:class:`.leader.Leader`)."""
+        await self.leader.lead_pass()
+
+    async def read_table_eventually(self) -> list[Lease]:
+        """Every lease, eventually consistent (the table is created again if missing)."""
+        try:
+            return await self.store.list_leases(consistent=False)
+        except TableMissingError:
+            self._log.warning("lease table missing; creating it")
+            await self.store.ensure_table()
+            return []
+
+    def want_sweep(self) -> None:
+        """Have the next leader pass read the leases again (new leases were created)."""
+        self.leader.want_sweep()

@@ -1,0 +1,205 @@
+"""The leader's duties under board coordination (:mod:`.board`).
+
+The leader is the live slot that joined first, as each worker's board shows it. Every
+second it fences slots whose counters stood still for the failover time (a conditional
+write on the counter it watched), reads again the leases of fenced and leaving
+workers (the owner index, then each item strongly), reads every lease with an
+eventually consistent Scan every sweep interval (or when told something changed),
+gives free ready leases and asks for hand-offs as :func:`.board.plan_assignment`
+decides, and removes fenced slots nothing names any more. Its writes are conditional
+like every other, so a second worker that believes it leads for a moment (a leader
+paused and not yet fenced) only loses races.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import structlog
+
+from consumer.leases.board import Board, line, plan_assignment, to_fence
+from consumer.leases.decisions import Seen, observe, ready_keys
+from consumer.leases.model import Lease, LeaseLostError
+
+if TYPE_CHECKING:
+    from consumer.leases.board_coordinator import BoardCoordinator
+
+log = structlog.get_logger("consumer.leases")
+
+
+class Leader:
+    """What a worker does while it leads; state that only the leader keeps."""
+
+    def __init__(self, worker: BoardCoordinator) -> None:
+        self.worker = worker
+        self._log = log.bind(worker_id=worker.worker_id)
+        self.view: dict[str, Lease] = {}
+        """Every lease as the leader last read or wrote it."""
+        self._view_seen: dict[str, Seen] = {}
+        self._swept_at: float | None = None
+        self._sweep_wanted = True
+        self._refresh: set[str] = set()
+        """Workers whose leases are read again (fenced, or leaving)."""
+        self._leading = False
+        self._lead_notices: int | None = None
+
+    async def lead_pass(self) -> None:
+        """The leader's duties, if this worker leads and is inside its acting window."""
+        w = self.worker
+        if not w.is_leader() or not w.fresh():
+            if self._leading:
+                self._log.info("no longer leading")
+            self._leading = False
+            self.view = {}
+            self._swept_at = None
+            return
+        if not self._leading:
+            self._log.info("leading", workers=len(w.board.slots))
+            self._leading = True
+            self._sweep_wanted = True
+        if w.slot is not None and self._lead_notices != w.slot.notices:
+            self._lead_notices = w.slot.notices
+            self._sweep_wanted = True
+        now = w.clock()
+        board = w.board
+        for worker in to_fence(board, w.slot_seen, now, w.failover):
+            if worker == w.worker_id:
+                continue
+            if await w.board_store.fence(worker, board.slots[worker].counter):
+                self._log.warning("worker fenced: its heartbeat stood still", fenced=worker)
+                board = _fenced(board, worker)
+                self._refresh.add(worker)
+        w.board = board
+        for worker, slot in board.slots.items():
+            if slot.leaving and worker not in self._refresh:
+                self._refresh.add(worker)
+        due = self._swept_at is None or now - self._swept_at >= w.sweep_seconds
+        if due or self._sweep_wanted:
+            await self.sweep()
+        for worker in sorted(self._refresh):
+            await self._reread(worker)
+        self._refresh = {n for n, slot in board.slots.items() if slot.leaving} - {w.worker_id}
+        await self._assign(board)
+        if due:
+            await self._remove_dead_slots(board)
+
+    async def sweep(self) -> None:
+        """Read every lease, eventually consistent: the leader's view."""
+        w = self.worker
+        leases = await w.read_table_eventually()
+        self.view = {lease.key: lease for lease in leases}
+        self._view_seen = observe(self._view_seen, leases, w.clock())
+        self._swept_at = w.clock()
+        self._sweep_wanted = False
+
+    def want_sweep(self) -> None:
+        """Have the next pass read the leases again."""
+        self._sweep_wanted = True
+
+    async def _reread(self, worker: str) -> None:
+        w = self.worker
+        for key in await w.store.owned_by(worker):
+            lease = await w.store.get_lease(key)
+            if lease is not None:
+                self.view[key] = lease
+        for key, lease in list(self.view.items()):
+            if lease.owner == worker:
+                fresh = await w.store.get_lease(key)
+                if fresh is None:
+                    self.view.pop(key, None)
+                else:
+                    self.view[key] = fresh
+
+    async def _assign(self, board: Board) -> None:
+        w = self.worker
+        order = line(board, w.slot_seen, w.clock(), w.failover)
+        plan = plan_assignment(
+            self.view.values(),
+            board,
+            order,
+            ready=ready_keys(self.view.values(), w.listed_shards),
+            lease_seen=self._view_seen,
+            now=w.clock(),
+            failover=w.failover,
+            rng=w.rng,
+        )
+        deliveries: dict[str, list[str]] = {}
+        for lease, to in plan.give:
+            given = await self._give(lease, to)
+            if given is not None and to != w.worker_id:
+                deliveries.setdefault(to, []).append(given.key)
+        for lease, to in plan.handoffs:
+            if await self._ask(lease, to):
+                deliveries.setdefault(to, []).append(lease.key)
+        for to, keys in deliveries.items():
+            await w.board_store.deliver(to, keys)
+
+    async def _give(self, lease: Lease, to: str) -> Lease | None:
+        """Make ``to`` the owner of a free lease (or take it, if ``to`` is the leader)."""
+        w = self.worker
+        for attempt in range(2):
+            if to == w.worker_id:
+                before = len(w.held)
+                await w.take_given(lease)
+                got = w.held.get(lease.key)
+                if got is not None and len(w.held) > before:
+                    self.view[lease.key] = got.lease
+                    return got.lease
+            else:
+                try:
+                    given = await w.store.take(lease, to)
+                except LeaseLostError:
+                    given = None
+                if given is not None:
+                    self.view[lease.key] = given
+                    self._log.info(
+                        "lease given", shard_id=lease.key, to=to, previous_owner=lease.owner
+                    )
+                    return given
+            fresh = await w.store.get_lease(lease.key)
+            if fresh is None:
+                self.view.pop(lease.key, None)
+                return None
+            self.view[lease.key] = fresh
+            if attempt or fresh.owner != lease.owner:
+                return None
+            lease = fresh
+        return None
+
+    async def _ask(self, lease: Lease, to: str) -> bool:
+        """Ask a lease's owner to hand it to ``to`` (replacing a request to a worker
+        that is gone)."""
+        w = self.worker
+        for attempt in range(2):
+            stale = lease.handoff_to
+            if await w.store.request_handoff(lease, to, replacing=stale):
+                self.view[lease.key] = lease.evolve(handoff_to=to, handoff_ack=None)
+                if w.metrics is not None:
+                    w.metrics.leases_stolen.inc()
+                self._log.info(
+                    "lease hand-off requested", shard_id=lease.key, owner=lease.owner, to=to
+                )
+                return True
+            fresh = await w.store.get_lease(lease.key)
+            if fresh is None:
+                self.view.pop(lease.key, None)
+                return False
+            self.view[lease.key] = fresh
+            if attempt or fresh.owner != lease.owner:
+                return False
+            lease = fresh
+        return False
+
+    async def _remove_dead_slots(self, board: Board) -> None:
+        w = self.worker
+        named = {lease.owner for lease in self.view.values()}
+        for worker, slot in board.slots.items():
+            if slot.fenced and worker not in named:
+                await w.board_store.remove_slot(worker)
+
+
+def _fenced(board: Board, worker: str) -> Board:
+    slots = dict(board.slots)
+    slots[worker] = replace(slots[worker], fenced=True)
+    return replace(board, slots=slots)
