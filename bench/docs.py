@@ -249,11 +249,14 @@ def compaction_rows(result: Mapping[str, Any]) -> list[Row]:
 
 
 def scale_rows(result: Mapping[str, Any]) -> list[Row]:
-    """Read units per shard-minute against KCL 3.x, and the times to balance."""
+    """Read units per shard-minute against KCL 3.x, flatness over the number of workers,
+    and the times to balance, per coordination mode."""
     rows: list[Row] = []
+    renew = result.get("renew_seconds", 10 / 3)
     for size in result["sizes"]:
         steady, kcl3 = size.get("steady"), size["kcl"]["kcl3"]["read_units"]
-        name = f"{size['shards']:,} shards x {size['workers']} workers"
+        mode = size.get("coordination", "scan")
+        name = f"{size['shards']:,} shards x {size['workers']} workers, {mode}"
         if steady is None:
             rows.append((f"lease table, {name}", "never balanced", "-", "-", "(reported)"))
             continue
@@ -261,14 +264,14 @@ def scale_rows(result: Mapping[str, Any]) -> list[Row]:
         rows.append(
             (
                 f"lease table read units per shard-minute, {name} (simulated)",
-                f"{steady['read_units']:,.2f}",
+                f"{steady['read_units']:,.3f}",
                 f"KCL 3.x defaults {kcl3:.3f} (KCL 2.x {size['kcl']['kcl2']['read_units']:.2f})",
                 f"**{_x(ratio)}**",
                 f"<= KCL 3.x: {_met(ratio <= 1.0)}",
             )
         )
         times = ", ".join(
-            f"{phase} {'-' if value is None else f'{value:.1f} s'}"
+            f"{phase} {'-' if value is None else f'{value:.1f} s ({value / renew:.1f} renew)'}"
             for phase, value in (
                 ("cold start", size["cold_start"]["seconds_to_balance"]),
                 ("10 % die", size.get("die", {}).get("seconds_to_balance")),
@@ -276,6 +279,25 @@ def scale_rows(result: Mapping[str, Any]) -> list[Row]:
             )
         )
         rows.append((f"lease table balance, {name} (simulated)", times, "-", "-", "(reported)"))
+    for mode in sorted({size.get("coordination", "scan") for size in result["sizes"]}):
+        units = {
+            size["workers"]: size["steady"]["read_units"]
+            for size in result["sizes"]
+            if size.get("coordination", "scan") == mode and size.get("steady")
+        }
+        if len(units) < 2:
+            continue
+        low, high = min(units), max(units)
+        spread = units[high] / units[low]
+        rows.append(
+            (
+                f"lease table read units, {high} against {low} workers, {mode} (simulated)",
+                f"{units[high]:,.3f}",
+                f"{low} workers {units[low]:,.3f}",
+                f"**{_x(spread)}**",
+                f"flat within 10 %: {_met(0.9 <= spread <= 1.1)}",
+            )
+        )
     return rows
 
 

@@ -7,7 +7,8 @@ in-memory stream, a processor that does nothing) in one process, in simulated ti
 (:mod:`bench.virtual_time`), against one in-memory lease table that bills every call as
 DynamoDB would (:class:`bench.billing.BilledLeaseStore`).
 
-Each size runs four phases in one simulation:
+Each size runs under both coordination modes (``scan``, the default, and ``board``:
+docs/consumer.md), four phases in one simulation:
 
 - **cold start**: every worker starts at once on a table with no lease; the time until
   every shard is owned by a live worker and no worker holds two more than another
@@ -108,7 +109,8 @@ class _Member:
 class Fleet:
     """Workers sharing one billed table and one in-memory stream."""
 
-    def __init__(self, shards: int, seed: int) -> None:
+    def __init__(self, shards: int, seed: int, coordination: str = "scan") -> None:
+        self.coordination = coordination
         self.store = BilledLeaseStore()
         self.stream = MemoryStream(shards)
         self.shards = shards
@@ -118,7 +120,11 @@ class Fleet:
 
     def settings(self, worker_id: str) -> Settings:
         return load_settings(
-            stream="sim", lease_table="sim", worker_id=worker_id, archive="s3://sim/archive"
+            stream="sim",
+            lease_table="sim",
+            worker_id=worker_id,
+            archive="s3://sim/archive",
+            coordination=self.coordination,
         )
 
     def start(self, count: int) -> None:
@@ -227,9 +233,11 @@ async def _phase(
     }
 
 
-async def _simulate(shards: int, workers: int, clock: VirtualClock, seed: int) -> dict[str, Any]:
-    fleet = Fleet(shards, seed)
-    result: dict[str, Any] = {"shards": shards, "workers": workers}
+async def _simulate(
+    shards: int, workers: int, clock: VirtualClock, seed: int, coordination: str
+) -> dict[str, Any]:
+    fleet = Fleet(shards, seed, coordination)
+    result: dict[str, Any] = {"shards": shards, "workers": workers, "coordination": coordination}
     try:
         fleet.start(workers)
         before = fleet.store.bill.copy()
@@ -254,14 +262,16 @@ async def _simulate(shards: int, workers: int, clock: VirtualClock, seed: int) -
     return result
 
 
-def simulate(shards: int, workers: int, seed: int = 1) -> dict[str, Any]:
+def simulate(
+    shards: int, workers: int, seed: int = 1, coordination: str = "scan"
+) -> dict[str, Any]:
     """One size, every phase, in simulated time; what it cost and how long it took."""
     clock = VirtualClock()
     began = time.process_time()
     state = random.getstate()
     random.seed(seed)  # the workers' jitter comes from the module's generator
     try:
-        result = virtual_time.run(_simulate(shards, workers, clock, seed), clock)
+        result = virtual_time.run(_simulate(shards, workers, clock, seed, coordination), clock)
     finally:
         random.setstate(state)
     result["simulated_seconds"] = round(clock.elapsed, 1)
@@ -272,17 +282,22 @@ def simulate(shards: int, workers: int, seed: int = 1) -> dict[str, Any]:
 # -- the benchmark -----------------------------------------------------------------------
 
 
-def run_sizes(sizes: tuple[tuple[int, int], ...]) -> dict[str, Any]:
-    """Every size, with KCL's figures beside it."""
+MODES = ("board", "scan")
+
+
+def run_sizes(sizes: tuple[tuple[int, int], ...], modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+    """Every size under each coordination mode, with KCL's figures beside it."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     found = []
-    for shards, workers in sizes:
-        progress(f"scale: {shards} shards x {workers} workers")
-        gc.collect()
-        result = simulate(shards, workers)
-        result["kcl"] = kcl_costs(shards, workers)
-        found.append(result)
-    return {"sizes": found, "steady_seconds": STEADY_SECONDS}
+    for coordination in modes:
+        for shards, workers in sizes:
+            progress(f"scale: {coordination}, {shards} shards x {workers} workers")
+            gc.collect()
+            result = simulate(shards, workers, coordination=coordination)
+            result["kcl"] = kcl_costs(shards, workers)
+            found.append(result)
+    renew = load_settings(stream="sim", lease_table="sim").renew_interval
+    return {"sizes": found, "steady_seconds": STEADY_SECONDS, "renew_seconds": renew}
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -293,7 +308,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 def render(result: dict[str, Any]) -> str:
     """A readable table."""
     lines = [
-        f"{'shards x workers':<18}{'RU/shard-min':>13}{'KCL2 RU':>9}{'KCL3 RU':>9}"
+        f"{'mode':<6}{'shards x workers':<18}{'RU/shard-min':>13}{'KCL2 RU':>9}{'KCL3 RU':>9}"
         f"{'WU/shard-min':>13}{'KCL WU':>8}{'cold s':>8}{'die s':>7}{'join s':>8}"
     ]
     for size in result["sizes"]:
@@ -305,8 +320,8 @@ def render(result: dict[str, Any]) -> str:
             return "-" if value is None else f"{value:.1f}"
 
         lines.append(
-            f"{size['shards']:>5} x {size['workers']:<10}"
-            f"{steady.get('read_units', float('nan')):>13.2f}"
+            f"{size.get('coordination', 'scan'):<6}{size['shards']:>5} x {size['workers']:<10}"
+            f"{steady.get('read_units', float('nan')):>13.3f}"
             f"{kcl['kcl2']['read_units']:>9.2f}{kcl['kcl3']['read_units']:>9.3f}"
             f"{steady.get('write_units', float('nan')):>13.2f}{kcl['kcl2']['write_units']:>8.2f}"
             f"{seconds('cold_start'):>8}{seconds('die'):>7}{seconds('join'):>8}"
@@ -318,7 +333,8 @@ def render(result: dict[str, Any]) -> str:
         takes = cold.get("UpdateItem take", 0)
         lost = cold.get("UpdateItem take (condition failed)", 0)
         lines.append(
-            f"{size['shards']} x {size['workers']} cold start: lease creations {creates} "
+            f"{size.get('coordination', 'scan')} {size['shards']} x {size['workers']} cold start: "
+            f"lease creations {creates} "
             f"(+{failed} refused), takes {takes} (+{lost} refused); simulated "
             f"{size['simulated_seconds']:.0f} s in {size['cpu_seconds']:.0f} CPU-s"
         )

@@ -11,6 +11,8 @@ clients that call AWS: each wraps them into its branch below::
     ├── RefusedError                   the environment refuses the worker (exit 3)
     │   ├── PreflightError             consumer.preflight: a start-up check failed
     │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
+    │   ├── MixedCoordinationError     consumer.leases.mixed: live workers of the
+    │   │                              other coordination mode share the table
     │   └── StreamGoneError            consumer.lifecycle.worker: the stream was deleted
     ├── StreamError                    consumer.stream: a Kinesis call failed
     │   ├── IteratorExpiredError       retriable: a new iterator at the last position

@@ -162,7 +162,8 @@ def plan_assignment(
     """Give free ready leases to the workers with the fewest, then balance by count.
 
     Receivers are the live workers that are not leaving. The target is ceil(ready
-    leases / receivers). A lease being handed over counts for its receiver. Moves go
+    leases / receivers). A lease being handed over counts for its receiver (the
+    ``incoming`` lists repeat what the leases say, so they are not counted). Moves go
     from the worker with the most to the one with the fewest, each only while the giver
     has at least two more than the receiver (so nothing oscillates), several per pass;
     a leaving worker's leases all move.
@@ -190,8 +191,6 @@ def plan_assignment(
             movable.setdefault(lease.owner, []).append(lease)
         elif lease.owner in board.slots and board.slots[lease.owner].leaving:
             leaving.append(lease)
-    for worker in load:
-        load[worker] += len(board.slots[worker].incoming)
 
     def fewest() -> str:
         least = min(load.values())

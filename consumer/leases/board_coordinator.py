@@ -38,6 +38,7 @@ from consumer.leases.board import (
 )
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.decisions import Seen
+from consumer.leases.handoff import await_ack, await_handoff
 from consumer.leases.leader import Leader
 from consumer.leases.model import Lease, LeaseLostError
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
@@ -52,8 +53,6 @@ LEAD_BEAT_SECONDS = 1.0
 """How often the leader and the next in line beat (and the leader plans)."""
 LEAVING_BEAT_SECONDS = 0.2
 """How often a leaving worker beats, to see acknowledgements of its hand-offs soon."""
-POLL_SECONDS = 0.1
-"""How often a receiver reads a lease being handed to it."""
 
 
 def _ignore(*_: object) -> None:
@@ -94,7 +93,8 @@ class BoardCoordinator(LeaseCoordinator):
         self._read = 0
         self._notices: int | None = None
         self._beat_lock = asyncio.Lock()
-        self._waits: dict[str, asyncio.Task[None]] = {}
+        self.waits: dict[str, asyncio.Task[None]] = {}
+        self.acks: dict[str, asyncio.Task[None]] = {}
         self.leader = Leader(self)
         """The leader's duties, carried out while this worker leads."""
 
@@ -114,7 +114,7 @@ class BoardCoordinator(LeaseCoordinator):
         self._accept(board, started)
         self._read = len(self.slot.incoming) if self.slot else 0
         self._log.info("joined the board", joined=self.slot.joined if self.slot else None)
-        await self._read_own_leases()
+        await self.read_own_leases()
 
     def fresh(self) -> bool:
         """Whether this worker is inside its acting window."""
@@ -197,7 +197,7 @@ class BoardCoordinator(LeaseCoordinator):
             await self._incoming(key)
             self._read += 1
         if self._notices != slot.notices:
-            await self._read_own_leases()
+            await self.read_own_leases()
             self._notices = slot.notices
 
     async def ensure_valid(self, key: str) -> None:
@@ -215,7 +215,7 @@ class BoardCoordinator(LeaseCoordinator):
     async def checkpoint(self, key: str, checkpoint: Checkpoint) -> Lease:
         """Write a checkpoint; a hand-off acknowledged by its receiver is noticed here."""
         lease = await super().checkpoint(key, checkpoint)
-        self._notice_handoff(lease)
+        self.notice_handoff(lease)
         return lease
 
     # -- incoming leases, notices, hand-offs ------------------------------------------------
@@ -230,36 +230,12 @@ class BoardCoordinator(LeaseCoordinator):
         elif (
             lease.handoff_to == self.worker_id
             and not self.leaving
-            and key not in self._waits
+            and key not in self.waits
             and await self.store.acknowledge(key, self.worker_id)
         ):
             if lease.owner is not None:
                 await self.board_store.notify(lease.owner)
-            self._waits[key] = asyncio.create_task(self._await_handoff(key, lease.owner))
-
-    async def _await_handoff(self, key: str, owner: str | None) -> None:
-        """Poll a lease being handed to this worker until its owner transfers it."""
-        deadline = self.clock() + 2 * self.failover
-        nudged = self.clock()
-        try:
-            while self.clock() < deadline:
-                await asyncio.sleep(POLL_SECONDS)
-                lease = await self.store.get_lease(key)
-                if lease is None:
-                    return
-                if lease.owner == self.worker_id:
-                    if key not in self.held:
-                        await self.take_given(lease)  # passed on if leaving meanwhile
-                    return
-                if lease.handoff_to != self.worker_id:
-                    return
-                if owner is not None and self.clock() - nudged >= self.renew_interval:
-                    await self.board_store.notify(owner)
-                    nudged = self.clock()
-        except Exception as exc:  # a lease left where it is is picked up by the leader
-            self._log.warning("waiting for a hand-off failed", shard_id=key, error=repr(exc))
-        finally:
-            self._waits.pop(key, None)
+            self.waits[key] = asyncio.create_task(await_handoff(self, key, lease.owner))
 
     async def take_given(self, lease: Lease) -> None:
         """Take a lease that names this worker; one that arrives while this worker
@@ -280,7 +256,7 @@ class BoardCoordinator(LeaseCoordinator):
         self._log.info("lease taken", shard_id=taken.key, counter=taken.counter)
         self.on_taken(taken)
 
-    async def _read_own_leases(self) -> None:
+    async def read_own_leases(self) -> None:
         """Take leases that name this worker; stop lost ones; notice acknowledged
         hand-offs."""
         keys = set(await self.store.owned_by(self.worker_id)) | set(self.held)
@@ -295,7 +271,10 @@ class BoardCoordinator(LeaseCoordinator):
                 self._mark_lost(key, "the lease names another owner")
                 self.on_lost(key)
                 continue
-            self._notice_handoff(lease)
+            self.notice_handoff(lease)
+            pending = lease.handoff_to is not None and lease.handoff_ack != lease.handoff_to
+            if pending and key not in self.acks:
+                self.acks[key] = asyncio.create_task(await_ack(self, key))
 
     async def _pass_on(self, lease: Lease) -> None:
         try:
@@ -305,7 +284,7 @@ class BoardCoordinator(LeaseCoordinator):
         self._log.info("lease passed on", shard_id=lease.key, why="this worker is leaving")
         await self._notify_leader()
 
-    def _notice_handoff(self, lease: Lease) -> None:
+    def notice_handoff(self, lease: Lease) -> None:
         held = self.held.get(lease.key)
         if held is None or held.handoff_to is not None:
             return
@@ -339,9 +318,10 @@ class BoardCoordinator(LeaseCoordinator):
 
     async def leave(self) -> None:
         """After every lease is given up: take the slot off the board."""
-        for task in list(self._waits.values()):
+        tasks = [*self.waits.values(), *self.acks.values()]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._waits.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self.slot is not None:
             await self.board_store.remove_slot(self.worker_id, counter=self.slot.counter)
             self.slot = None

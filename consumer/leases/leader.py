@@ -13,8 +13,11 @@ paused and not yet fenced) only loses races.
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -80,8 +83,14 @@ class Leader:
         for worker in sorted(self._refresh):
             await self._reread(worker)
         self._refresh = {n for n, slot in board.slots.items() if slot.leaving} - {w.worker_id}
+        astray = self._astray(board) if due else []
         await self._assign(board)
         if due:
+            for worker in astray:  # a lost delivery: have it read its leases again
+                if worker == w.worker_id:
+                    await w.read_own_leases()
+                else:
+                    await w.board_store.notify(worker)
             await self._remove_dead_slots(board)
 
     async def sweep(self) -> None:
@@ -92,6 +101,24 @@ class Leader:
         self._view_seen = observe(self._view_seen, leases, w.clock())
         self._swept_at = w.clock()
         self._sweep_wanted = False
+
+    def _astray(self, board: Board) -> list[str]:
+        """Live workers whose held count (from their last beat) differs from the leases
+        naming them in a fresh sweep: a delivery lost on the way, or a take refused."""
+        named = Counter(
+            lease.owner
+            for lease in self.view.values()
+            if lease.owner is not None and not lease.finished and lease.handoff_to is None
+        )
+        return sorted(
+            worker
+            for worker, slot in board.slots.items()
+            if not slot.fenced and not slot.leaving and named[worker] > slot.held
+        )
+
+    def current_view(self) -> list[Lease] | None:
+        """The leases as this leader knows them, if it leads and has swept."""
+        return list(self.view.values()) if self._leading and self._swept_at is not None else None
 
     def want_sweep(self) -> None:
         """Have the next pass read the leases again."""
@@ -125,15 +152,22 @@ class Leader:
             rng=w.rng,
         )
         deliveries: dict[str, list[str]] = {}
-        for lease, to in plan.give:
-            given = await self._give(lease, to)
+        gives = await _batched([self._give(lease, to) for lease, to in plan.give])
+        for (_, to), given in zip(plan.give, gives, strict=True):
             if given is not None and to != w.worker_id:
                 deliveries.setdefault(to, []).append(given.key)
-        for lease, to in plan.handoffs:
-            if await self._ask(lease, to):
+        owners: set[str] = set()
+        asks = await _batched([self._ask(lease, to) for lease, to in plan.handoffs])
+        for (lease, to), asked in zip(plan.handoffs, asks, strict=True):
+            if asked:
                 deliveries.setdefault(to, []).append(lease.key)
+                if lease.owner is not None:
+                    owners.add(lease.owner)
         for to, keys in deliveries.items():
             await w.board_store.deliver(to, keys)
+        # Owners asked to hand over watch for the receiver's ack (see BoardCoordinator).
+        for owner in sorted(owners):
+            await w.board_store.notify(owner)
 
     async def _give(self, lease: Lease, to: str) -> Lease | None:
         """Make ``to`` the owner of a free lease (or take it, if ``to`` is the leader)."""
@@ -197,6 +231,20 @@ class Leader:
         for worker, slot in board.slots.items():
             if slot.fenced and worker not in named:
                 await w.board_store.remove_slot(worker)
+
+
+CONCURRENT_WRITES = 32
+"""The leader's lease writes in flight at once (a cold start gives every lease)."""
+
+T = TypeVar("T")
+
+
+async def _batched(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await the calls, at most :data:`CONCURRENT_WRITES` at a time, in order."""
+    results: list[T] = []
+    for start in range(0, len(calls), CONCURRENT_WRITES):
+        results.extend(await asyncio.gather(*calls[start : start + CONCURRENT_WRITES]))
+    return results
 
 
 def _fenced(board: Board, worker: str) -> Board:

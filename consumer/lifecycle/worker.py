@@ -49,13 +49,14 @@ from consumer.errors import LanderError, RefusedError, is_retriable, summary
 from consumer.leases.board_coordinator import LEAD_BEAT_SECONDS, BoardCoordinator
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
+from consumer.leases.mixed import refuse_board_workers, refuse_scan_workers
 from consumer.leases.model import ShardReport
 from consumer.leases.store import CoordinatedStore, LeaseStore
 from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.metrics import LanderMetrics, version
 from consumer.stream import StreamClient, StreamNotFoundError
-from consumer.stream.shards import ShardSyncer
+from consumer.stream.shards import CREATE_BATCH, ShardSyncer
 
 log = structlog.get_logger("consumer.lifecycle.worker")
 
@@ -137,7 +138,8 @@ class Worker:
         self.metrics.landing_healthy.set(1)
         self.metrics.worker_info.labels(self.worker_id, version()).set(1)
         initial, self._timestamp = settings.start_position
-        self.syncer = ShardSyncer(stream, store, initial)
+        batch = CREATE_BATCH if self.board is not None else 1
+        self.syncer = ShardSyncer(stream, store, initial, batch=batch)
         self.consumers: dict[str, ShardConsumer] = {}
         self.shard_tasks: dict[str, asyncio.Task[None]] = {}
         self.progress: dict[str, ShardProgress] = {}
@@ -198,6 +200,13 @@ class Worker:
     async def _run(self) -> None:
         await self.store.ensure_table()
         await self.claim.acquire()
+        # One coordination mode per table (consumer.leases.mixed).
+        refuse = refuse_scan_workers if self.board is not None else refuse_board_workers
+        await refuse(
+            cast(CoordinatedStore, self.store),
+            self.settings.lease_table,
+            self.settings.failover_seconds,
+        )
         self._log.info(
             "worker started",
             stream=self.settings.stream,
@@ -382,7 +391,9 @@ class Worker:
                 continue
             try:
                 if self.board is not None:
-                    leases = await self.board.read_table_eventually()
+                    # The leader's view (swept, and kept by its own writes), not a Scan.
+                    view = self.board.leader.current_view()
+                    leases = await self.board.read_table_eventually() if view is None else view
                 else:
                     leases = await self.coordinator.read_table()
                 self.coordinator.listed_shards = await self.syncer.sync(leases)

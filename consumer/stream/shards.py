@@ -9,6 +9,7 @@ table every lease starts at the configured initial position.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
@@ -20,6 +21,12 @@ from consumer.sequence import Checkpoint, Sentinel
 from consumer.stream import Shard, StreamClient
 
 log = structlog.get_logger("consumer.stream.shards")
+
+CREATE_BATCH = 16
+"""Lease creations in flight at once when one worker creates them all (the leader of
+board coordination): a new table of 1,000 shards is made in 63 round trips, not
+1,000. Under scan coordination every worker syncs and creations go one at a time, so
+the first refusal ends a pass at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +87,19 @@ def leases_to_delete(leases: Iterable[Lease], listed: Set[str]) -> list[str]:
 class ShardSyncer:
     """Lists the stream's shards and keeps the lease table in step with them.
 
-    Every worker syncs, so on a new table (or after a reshard) they all find the same
-    leases missing. The first creation another worker got to first ends the pass:
-    that worker is creating them, in the same order, and the rest are left to it.
+    Under scan coordination every worker syncs, so on a new table (or after a reshard)
+    they all find the same leases missing. A batch in which another worker got to a
+    creation first ends the pass: that worker is creating them, in the same order, and
+    the rest are left to it. (Under board coordination only the leader syncs.)
     :attr:`incomplete` then asks for another pass soon, in case it stopped half-way.
     (Creating every lease from every worker cost a cold start of 100 workers on
     1,000 shards 99,000 refused writes: docs/benchmarks.md, scale.)
     """
 
-    def __init__(self, stream: StreamClient, store: LeaseStore, initial: Sentinel) -> None:
+    def __init__(
+        self, stream: StreamClient, store: LeaseStore, initial: Sentinel, *, batch: int = 1
+    ) -> None:
+        self.batch = batch
         self.stream = stream
         self.store = store
         self.initial = initial
@@ -104,20 +115,25 @@ class ShardSyncer:
         existing = {lease.key for lease in leases}
         self.incomplete = False
         self.changed = False
-        for new in plan_new_leases(shards, existing, self.initial):
-            if not await self.store.create_lease(new.key, new.parents, new.checkpoint):
-                self.incomplete = True
-                log.debug(
-                    "lease created by another worker; leaving the rest to it", shard_id=new.key
-                )
-                break
-            self.changed = True
-            log.info(
-                "lease created",
-                shard_id=new.key,
-                parents=sorted(new.parents),
-                checkpoint=str(new.checkpoint),
+        plan = plan_new_leases(shards, existing, self.initial)
+        for start in range(0, len(plan), self.batch):
+            batch = plan[start : start + self.batch]
+            made = await asyncio.gather(
+                *(self.store.create_lease(n.key, n.parents, n.checkpoint) for n in batch)
             )
+            for new, created in zip(batch, made, strict=True):
+                if created:
+                    self.changed = True
+                    log.info(
+                        "lease created",
+                        shard_id=new.key,
+                        parents=sorted(new.parents),
+                        checkpoint=str(new.checkpoint),
+                    )
+            if not all(made):
+                self.incomplete = True
+                log.debug("leases created by another worker; leaving the rest to it")
+                break
         for key in leases_to_delete(leases, listed):
             await self.store.delete_lease(key)
             self.changed = True

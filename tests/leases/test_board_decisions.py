@@ -162,9 +162,10 @@ def test_a_strangers_lease_is_given_once_its_counter_stood_still() -> None:
     assert late.give == ((lease, "a"),)
 
 
-def test_pending_handoffs_and_incoming_count_for_their_receiver() -> None:
-    """A lease on its way to a worker counts as that worker's, so it is not sent more."""
-    board = _board(a=Slot(counter=0, joined=0), b=Slot(counter=0, joined=1, incoming=("s-9",)))
+def test_a_pending_handoff_counts_for_its_receiver_once() -> None:
+    """A lease on its way to a worker counts as that worker's (and only once, though the
+    receiver's incoming list names it too), so it is not sent more, nor taken back."""
+    board = _board(a=Slot(counter=0, joined=0), b=Slot(counter=0, joined=1, incoming=("s-0",)))
     leases = [Lease(key=f"s-{k}", owner="a", counter=1) for k in range(4)]
     leases[0] = leases[0].evolve(handoff_to="b")
     plan = plan_assignment(
@@ -177,4 +178,6 @@ def test_pending_handoffs_and_incoming_count_for_their_receiver() -> None:
         failover=FAILOVER,
         rng=random.Random(3),
     )
-    assert plan.handoffs == ()  # a: 3, b: 1 + 1 incoming: within one
+    assert len(plan.handoffs) == 1  # a: 3, b: 1 -> one more to b
+    assert plan.handoffs[0][1] == "b"
+    assert plan.handoffs[0][0].key != "s-0"

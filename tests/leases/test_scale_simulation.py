@@ -117,3 +117,24 @@ def test_a_small_fleet_balances_takes_over_a_frozen_worker_and_absorbs_new_ones(
     assert scans == pytest.approx(4 * 60 / 20, rel=0.25)
     # A renewal every 3.3 s per lease (a lease handed over in the window misses one).
     assert steady["calls"]["UpdateItem renew"] == pytest.approx(60 / (10 / 3), rel=0.1)
+
+
+def test_a_small_board_fleet_reads_only_the_sweep_and_takes_over_within_the_bound() -> None:
+    """The same fleet under board coordination: one leader creates every lease, a frozen
+    worker's shards are owned again within failover + renew (+1 s), and the steady read
+    cost is the leader's sweep alone (no strong Scan, no per-lease renewal)."""
+    result = simulate(20, 4, coordination="board")
+    cold = result["cold_start"]
+    assert cold["seconds_to_balance"] is not None
+    assert cold["calls"]["PutItem create"] == 20 + 4
+    assert "PutItem create (condition failed)" not in cold["calls"]
+    assert result["die"]["seconds_to_balance"] <= 10 + 10 / 3 + 1
+    assert result["die"]["calls"]["UpdateItem board fence"] == 1
+    assert result["join"]["seconds_to_balance"] is not None
+    steady = result["steady"]["calls"]
+    assert "Scan (strong)" not in steady
+    assert "UpdateItem renew" not in steady
+    assert steady["Scan (eventual)"] * 20 <= 2  # the sweep, once a minute
+    # The leader and the deputy beat every second, the other two every renew interval.
+    beats = 2 * 60 / 1.0 + 2 * 60 / (10 / 3)
+    assert steady["UpdateItem board beat"] * 20 == pytest.approx(beats, rel=0.05)

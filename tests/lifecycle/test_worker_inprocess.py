@@ -10,6 +10,7 @@ import pytest
 
 from consumer.config import load_settings
 from consumer.leases.memory import MemoryLeaseStore
+from consumer.leases.mixed import MixedCoordinationError
 from consumer.lifecycle.processor import (
     Checkpointer,
     InitializationInput,
@@ -208,6 +209,58 @@ async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery(
     await asyncio.gather(one, two)
     positions = [(shard, p) for shard, p, _ in journal.delivered]
     assert len(positions) == len(set(positions)) == 200
+
+
+@pytest.mark.parametrize(("running", "starting"), [("board", "scan"), ("scan", "board")])
+async def test_a_worker_refuses_to_share_a_table_with_the_other_mode(
+    running: str, starting: str
+) -> None:
+    """Scan workers would take a board worker's leases (board workers renew none), and
+    the board's leader leaves a renewed lease alone: a worker of the other mode refuses
+    to start beside live ones, with one line naming the setting."""
+    stream = MemoryStream(2)
+    store, journal = MemoryLeaseStore(), Journal()
+    first = _worker(stream, store, journal, "w1", running)
+    one = asyncio.create_task(first.run())
+    await _until(lambda: len(first.coordinator.held) == 2)
+    second = _worker(stream, store, journal, "w2", starting)
+    with pytest.raises(MixedCoordinationError, match="LANDER_COORDINATION"):
+        await asyncio.wait_for(second.run(), 10)
+    assert len(first.coordinator.held) == 2
+    first.request_stop()
+    await one
+    # Once the fleet is stopped, the other mode starts (after one failover time).
+    third = _worker(stream, store, journal, "w3", starting)
+    three = asyncio.create_task(third.run())
+    await _until(lambda: len(third.coordinator.held) == 2)
+    third.request_stop()
+    await three
+
+
+async def test_board_a_lease_given_without_its_delivery_is_found_by_the_sweep() -> None:
+    """Board coordination: a lease names a worker but the note on its slot was lost (a
+    take refused, a delivery dropped): the leader's next sweep sees more leases naming
+    the worker than it holds and notifies it, and it takes the lease."""
+    stream = MemoryStream(2)
+    store, journal = MemoryLeaseStore(), Journal()
+    settings = load_settings(
+        stream="s",
+        lease_table="leases",
+        worker_id="w1",
+        coordination="board",
+        lease_sweep_seconds=0.5,
+        **FAST,
+    )
+    worker = Worker(settings, store, stream, lambda: JournalProcessor(journal))
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(worker.coordinator.held) == 2)
+    await store.create_lease("shardId-extra", frozenset(), Sentinel.TRIM_HORIZON)
+    extra = await store.get_lease("shardId-extra")
+    assert extra is not None
+    await store.take(extra, "w1")  # named, never delivered
+    await _until(lambda: "shardId-extra" in worker.coordinator.held, timeout=10)
+    worker.request_stop()
+    await asyncio.wait_for(task, 10)
 
 
 class ThrottlingStream(MemoryStream):

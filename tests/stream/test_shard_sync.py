@@ -7,7 +7,7 @@ from collections.abc import Set
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.sequence import Checkpoint, Sentinel
 from consumer.stream.memory import MemoryStream
-from consumer.stream.shards import ShardSyncer
+from consumer.stream.shards import CREATE_BATCH, ShardSyncer
 
 
 class CountingStore(MemoryLeaseStore):
@@ -52,4 +52,22 @@ async def test_a_lease_another_worker_created_first_leaves_the_rest_to_it() -> N
     await syncer.sync(await store.list_leases())
     assert len(creates) == 4  # the three still missing, once each
     assert len(await store.list_leases()) == 4
+    assert not syncer.incomplete
+
+
+async def test_a_refused_batch_ends_the_pass() -> None:
+    """Creating in batches (one creator, board coordination), a batch with a refusal
+    is the last one tried."""
+    stream = MemoryStream(CREATE_BATCH * 3)
+    store = CountingStore()
+    await store.ensure_table()
+    first = sorted(shard.shard_id for shard in await stream.list_shards())[0]
+    assert await store.create_lease(first, frozenset(), Sentinel.TRIM_HORIZON)
+    store.creates.clear()
+    syncer = ShardSyncer(stream, store, Sentinel.TRIM_HORIZON, batch=CREATE_BATCH)
+    await syncer.sync([])
+    assert len(store.creates) == CREATE_BATCH
+    assert syncer.incomplete
+    await syncer.sync(await store.list_leases())
+    assert len(await store.list_leases()) == CREATE_BATCH * 3
     assert not syncer.incomplete
