@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from consumer.leases.board import BOARD_KEY, Board
 from consumer.leases.memory import MemoryLeaseStore
-from consumer.leases.model import WORKER_KEY_PREFIX, Lease, ShardReport
+from consumer.leases.model import WORKER_KEY_PREFIX, Lease, ShardLoad, ShardReport
 from consumer.sequence import Checkpoint, checkpoint_to_item
 
 READ_UNIT, WRITE_UNIT, SCAN_PAGE = 4096, 1024, 1 << 20
@@ -50,6 +50,8 @@ def item_bytes(lease: Lease) -> int:
         size += len("parentShardId") + sum(len(p.encode()) for p in lease.parents)
     if lease.handoff_to is not None:
         size += len("handoffTo") + len(lease.handoff_to.encode())
+    if lease.load is not None:
+        size += len("throughputKBps") + 4 + len("recordsPerSecond") + 4
     if lease.handoff_ack is not None:
         size += len("handoffAck") + len(lease.handoff_ack.encode())
     if lease.updated_ms is not None:
@@ -78,6 +80,8 @@ def board_bytes(board: Board | None) -> int:
         size += 5 + _number(slot.counter) + _number(slot.joined) + _number(slot.notices)
         size += _number(slot.held) + 2 + 3 + sum(len(k) + 3 for k in slot.incoming)
         size += 2 if slot.fenced else 0
+        size += 1 + _number(round(slot.cpu * 10))
+        size += 1 + _number(slot.beat_ms) if slot.beat_ms is not None else 0
     return size
 
 
@@ -209,10 +213,10 @@ class BilledLeaseStore(MemoryLeaseStore):
         )
 
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
     ) -> Board:
         """UpdateItem on the board, returning it (no read units: ALL_NEW is free)."""
-        call = super().beat(worker, counter, held=held, leaving=leaving, read=read)
+        call = super().beat(worker, counter, held=held, leaving=leaving, read=read, cpu=cpu)
         return cast("Board", await self._billed("UpdateItem board beat", BOARD_KEY, call))
 
     async def fence(self, worker: str, counter: int) -> bool:
@@ -264,13 +268,11 @@ class BilledLeaseStore(MemoryLeaseStore):
             "Lease", await self._billed(name, lease.key, super().renew(lease, lag_ms, report))
         )
 
-    async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
-        return cast(
-            "Lease",
-            await self._billed(
-                "UpdateItem checkpoint", lease.key, super().checkpoint(lease, checkpoint)
-            ),
-        )
+    async def checkpoint(
+        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+    ) -> Lease:
+        call = super().checkpoint(lease, checkpoint, load)
+        return cast("Lease", await self._billed("UpdateItem checkpoint", lease.key, call))
 
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
         call = super().request_handoff(lease, to, replacing=replacing)

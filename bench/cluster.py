@@ -105,6 +105,15 @@ class Recordings:
         ]
         return min(times) if times else None
 
+    def last_batch(self, worker: str, shard: str) -> float | None:
+        """When ``worker`` last delivered a record of ``shard``."""
+        times = [
+            event["t"]
+            for event in self.events
+            if event["event"] == "record" and event["worker"] == worker and event["shard"] == shard
+        ]
+        return max(times) if times else None
+
 
 class LeaseTable:
     """The lease table read with boto3 (strongly consistent scans)."""

@@ -127,11 +127,12 @@ def failover_rows(result: Mapping[str, Any]) -> list[Row]:
     rows: list[Row] = []
     for setting in result["settings"]:
         failover = setting["failover_seconds"]
+        mode = setting.get("coordination", "scan")
         kill, term = setting["summary"]["kill"], setting["summary"]["sigterm"]
         if kill["rounds"]:
             rows.append(
                 (
-                    f"failover, kill -9, failover {failover:g} s ({kill['rounds']} rounds)",
+                    f"failover, kill -9, {mode}, failover {failover:g} s ({kill['rounds']} rounds)",
                     f"median {kill['median_deliver_seconds']:.2f} s, "
                     f"max {kill['max_deliver_seconds']:.2f} s",
                     f"failover + renew = {kill['bound_seconds']:.2f} s",
@@ -142,10 +143,16 @@ def failover_rows(result: Mapping[str, Any]) -> list[Row]:
         if term["rounds"]:
             rows.append(
                 (
-                    f"graceful hand-off (SIGTERM), failover {failover:g} s "
+                    f"graceful hand-off (SIGTERM), {mode}, failover {failover:g} s "
                     f"({term['rounds']} rounds)",
                     f"median {term['median_deliver_seconds']:.2f} s, "
-                    f"max {term['max_deliver_seconds']:.2f} s",
+                    f"max {term['max_deliver_seconds']:.2f} s"
+                    + (
+                        f" (unread gap median {term['median_gap_seconds']:.2f} s, "
+                        f"max {term['max_gap_seconds']:.2f} s)"
+                        if term.get("median_gap_seconds") is not None
+                        else ""
+                    ),
                     f"expiry = {term['bound_seconds']:.2f} s",
                     f"max = {_x(term['max_over_bound'])} expiry "
                     f"({term['bound_seconds'] / term['median_deliver_seconds']:.0f}x faster "

@@ -38,6 +38,8 @@ class FailoverConfig:
     """What to measure."""
 
     failover_seconds: tuple[float, ...] = (10.0, 3.0)
+    coordinations: tuple[str, ...] = ("scan", "board")
+    """LANDER_COORDINATION values, each measured at every failover setting."""
     kills: int = 5
     graceful: int = 5
     shards: int = 4
@@ -65,6 +67,9 @@ class Round:
     per_shard_deliver_seconds: dict[str, float]
     exit_seconds: float | None = None
     exit_code: int | None = None
+    gap_seconds: float | None = None
+    """SIGTERM: the longest, over the victim's shards, from the victim's last delivered
+    record to the survivor's first (how long the shard was not read)."""
 
 
 def _balanced(table: LeaseTable, live: tuple[str, ...], each: int) -> bool:
@@ -120,7 +125,9 @@ def _watch(
     return owner_at - signalled, delivered, exit_at - signalled
 
 
-def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> dict[str, Any]:
+def measure_setting(
+    aws: LocalAws, failover: float, config: FailoverConfig, coordination: str = "scan"
+) -> dict[str, Any]:
     """Kill and SIGTERM rounds on a fresh stream and table, at one failover setting."""
     renew = failover / 3
     kinesis = boto3_client(aws.env, "kinesis")
@@ -128,10 +135,15 @@ def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> d
     stream, lease_table = f"bench-failover-{suffix}", f"bench-failover-leases-{suffix}"
     create_stream(kinesis, stream, config.shards)
     hash_keys = shard_hash_keys(kinesis, stream)
-    workdir = RESULTS / "failover-work" / f"failover-{failover:g}s"
+    workdir = RESULTS / "failover-work" / f"failover-{coordination}-{failover:g}s"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    workers = Workers(workdir, stream, lease_table, {"LANDER_FAILOVER_SECONDS": f"{failover:g}"})
+    workers = Workers(
+        workdir,
+        stream,
+        lease_table,
+        {"LANDER_FAILOVER_SECONDS": f"{failover:g}", "LANDER_COORDINATION": coordination},
+    )
     table = LeaseTable(boto3_client(aws.env, "dynamodb"), lease_table)
     recordings = Recordings(workers.recordings)
     producer = Producer(
@@ -174,9 +186,16 @@ def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> d
                 timeout=3 * failover + 30,
                 poll=config.poll_seconds,
             )
+            gaps = []
+            for shard in shards:
+                last = recordings.last_batch(victim, shard)
+                first = recordings.first_batch(survivor, shard, signalled)
+                if last is not None and first is not None:
+                    gaps.append(first - last)
             rounds.append(
                 Round(
                     kind=kind,
+                    gap_seconds=max(gaps) if gaps and kind == "sigterm" else None,
                     round=index + 1,
                     victim=victim,
                     survivor=survivor,
@@ -206,6 +225,7 @@ def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> d
     kills = [r for r in rounds if r.kind == "kill"]
     terms = [r for r in rounds if r.kind == "sigterm"]
     return {
+        "coordination": coordination,
         "failover_seconds": failover,
         "renew_seconds": renew,
         "target_seconds": target,
@@ -233,6 +253,10 @@ def _summary(rounds: list[Round], bound: float) -> dict[str, Any]:
         "median_owner_seconds": median(owner),
         "max_owner_seconds": max(owner, default=float("nan")),
         "median_rebalance_seconds": median([r.rebalance_seconds for r in rounds]),
+        "median_gap_seconds": median([r.gap_seconds for r in rounds if r.gap_seconds is not None]),
+        "max_gap_seconds": max(
+            (r.gap_seconds for r in rounds if r.gap_seconds is not None), default=float("nan")
+        ),
         "bound_met": bool(deliver) and max(deliver) <= bound,
         "max_over_bound": max(deliver, default=float("nan")) / bound,
     }
@@ -241,12 +265,13 @@ def _summary(rounds: list[Round], bound: float) -> dict[str, Any]:
 def run_failover(aws: LocalAws, config: FailoverConfig) -> dict[str, Any]:
     """Every failover setting in turn; print and return the results."""
     settings = []
-    for failover in config.failover_seconds:
-        progress(
-            f"failover {failover:g}s: {config.kills} kill -9 rounds, "
-            f"{config.graceful} SIGTERM rounds"
-        )
-        settings.append(measure_setting(aws, failover, config))
+    for coordination in config.coordinations:
+        for failover in config.failover_seconds:
+            progress(
+                f"failover {failover:g}s, {coordination}: {config.kills} kill -9 rounds, "
+                f"{config.graceful} SIGTERM rounds"
+            )
+            settings.append(measure_setting(aws, failover, config, coordination))
     result = {"benchmark": "failover", "config": asdict(config), "settings": settings}
     print_failover(result)
     return result
@@ -264,7 +289,8 @@ def render_failover(result: dict[str, Any]) -> str:
     for setting in result["settings"]:
         failover, renew = setting["failover_seconds"], setting["renew_seconds"]
         out.append(
-            f"== failover: LANDER_FAILOVER_SECONDS={failover:g} (renew {renew:.2f} s), "
+            f"== failover: LANDER_COORDINATION={setting.get('coordination', 'scan')}, "
+            f"LANDER_FAILOVER_SECONDS={failover:g} (renew {renew:.2f} s), "
             f"{config['shards']} shards, 2 worker processes, {config['rate']:g} records/s =="
         )
         rows = [
@@ -276,6 +302,7 @@ def render_failover(result: dict[str, Any]) -> str:
                 r["owner_seconds"],
                 r["deliver_seconds"],
                 r["exit_seconds"],
+                r.get("gap_seconds"),
             ]
             for r in setting["rounds"]
         ]
@@ -289,6 +316,7 @@ def render_failover(result: dict[str, Any]) -> str:
                     "owner changed s",
                     "delivering s",
                     "exited s",
+                    "unread gap s",
                 ],
                 rows,
             )
@@ -335,6 +363,7 @@ def render_failover(result: dict[str, Any]) -> str:
     out.append(
         "owner changed: the table (boto3 scan every 0.1 s) shows the survivor owning every "
         "shard of the victim; delivering: the survivor's first batch of the slowest of them. "
-        "Times from the signal."
+        "Times from the signal. unread gap (SIGTERM): the longest time, over the victim's "
+        "shards, from its last delivered record to the survivor's first."
     )
     return "\n".join(out)

@@ -297,7 +297,15 @@ def run_sizes(sizes: tuple[tuple[int, int], ...], modes: tuple[str, ...] = MODES
             result["kcl"] = kcl_costs(shards, workers)
             found.append(result)
     renew = load_settings(stream="sim", lease_table="sim").renew_interval
-    return {"sizes": found, "steady_seconds": STEADY_SECONDS, "renew_seconds": renew}
+    from bench.scale_load import HOT, hot_shards
+
+    progress(f"scale: board, hot shards, {HOT[0]} shards x {HOT[1]} workers")
+    return {
+        "sizes": found,
+        "steady_seconds": STEADY_SECONDS,
+        "renew_seconds": renew,
+        "hot": hot_shards(),
+    }
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -325,6 +333,15 @@ def render(result: dict[str, Any]) -> str:
             f"{kcl['kcl2']['read_units']:>9.2f}{kcl['kcl3']['read_units']:>9.3f}"
             f"{steady.get('write_units', float('nan')):>13.2f}{kcl['kcl2']['write_units']:>8.2f}"
             f"{seconds('cold_start'):>8}{seconds('die'):>7}{seconds('join'):>8}"
+        )
+    hot = result.get("hot")
+    if hot:
+        lines.append(
+            f"board, {hot['shards']} shards x {hot['workers']} workers, 2 hot shards (100x the "
+            f"KB/s) on one worker: on different workers after {hot['separated_seconds']} s "
+            f"(sweep every {hot['sweep_seconds']:g} s), {hot.get('transfers')} transfers, "
+            f"leases per worker {hot.get('leases_per_worker')}, hot owners hold "
+            f"{hot.get('hot_owner_leases')}"
         )
     for size in result["sizes"]:
         cold = size["cold_start"]["calls"]

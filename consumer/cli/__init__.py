@@ -238,7 +238,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _status(settings: Settings, *, as_json: bool) -> int:
     from consumer.aws import Clients, error_code
-    from consumer.cli.status import render_json, render_table, shard_rows
+    from consumer.cli.status import board_lines, render_json, render_table, shard_rows
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.model import wall_ms
     from consumer.leases.store import TableMissingError
@@ -247,7 +247,9 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
 
     async with Clients() as clients:
         try:
-            leases = await DynamoLeaseStore(clients.dynamodb, settings.lease_table).list_leases()
+            store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
+            leases = await store.list_leases()
+            board = await store.read_board()
         except TableMissingError:
             print(
                 f"lander: lease table {settings.lease_table} does not exist "
@@ -270,11 +272,15 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         now_ms=now,
         failover_seconds=settings.failover_seconds,
         stall_seconds=settings.stall_seconds,
+        board=board,
     )
     if as_json:
-        print(render_json(rows, settings.stream, settings.lease_table, now))
+        print(render_json(rows, settings.stream, settings.lease_table, now, board))
     else:
         print(render_table(rows, settings.stream, settings.lease_table))
+        if board.slots:
+            print(f"board coordination: {len(board.slots)} workers on the board")
+            print("\n".join(board_lines(board, now)))
     return 0
 
 

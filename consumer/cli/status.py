@@ -6,7 +6,10 @@ owner reported with its last heartbeat. Reading is one Scan and one ListShards; 
 never writes, so it is safe to run against a live table as often as you like.
 
 Lease age and "stale" come from the wall-clock stamp workers write for this view
-(``lastUpdateMs``); workers themselves never judge expiry by wall clock. "Stalled"
+(``lastUpdateMs``); workers themselves never judge expiry by wall clock. Under board
+coordination leases are not renewed, so "stale" comes from the owner's slot instead:
+fenced, missing, or its last beat's stamp older than the failover time. The board
+adds one GetItem and a line per worker (joined order, leader first, leases, CPU). "Stalled"
 comes from the owner's own report with each heartbeat: records wait and the
 checkpoint has not moved for ``stall_seconds`` (a duration the owner measured).
 """
@@ -17,6 +20,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
+from consumer.leases.board import Board
 from consumer.leases.model import Lease
 from consumer.stream import Shard
 
@@ -38,12 +42,15 @@ class ShardStatus:
     """How long those records have waited without the checkpoint moving."""
     failures: int = 0
     last_error: str | None = None
+    kb_per_second: float | None = None
+    """The shard's throughput as its owner last measured it (with a checkpoint)."""
 
 
 STATES = {
     "owned": "an owner is renewing the lease",
     "stalled": "owned, but records wait and the checkpoint has not moved for the stall time",
-    "stale": "the owner has not written the lease for longer than the failover time",
+    "stale": "the owner has not written the lease (board: not beaten) for longer than the "
+    "failover time, or its board slot is fenced or gone",
     "handing-off": "another worker asked for the lease; the owner hands it over",
     "free": "no owner; the next lease scan takes it",
     "waiting": "its parents are not read to their end yet",
@@ -60,6 +67,7 @@ def shard_rows(
     now_ms: int,
     failover_seconds: float,
     stall_seconds: float = 300.0,
+    board: Board | None = None,
 ) -> list[ShardStatus]:
     """Join leases and shards into rows, sorted by shard id (pure)."""
     by_key = {lease.key: lease for lease in leases}
@@ -73,7 +81,9 @@ def shard_rows(
             rows.append(ShardStatus(key, "no-lease", None, "-", None, None, parents))
             continue
         age = None if lease.updated_ms is None else max(0, now_ms - lease.updated_ms) / 1000
-        state = _state(lease, shard, by_key, age, failover_seconds)
+        state = _state(
+            lease, shard, by_key, _owner_age(lease, board, age, now_ms), failover_seconds
+        )
         report = lease.report if lease.owner is not None else None
         waited = None if report is None else report.checkpoint_age_ms / 1000
         if state == "owned" and report is not None and report.pending and waited is not None:
@@ -91,9 +101,46 @@ def shard_rows(
                 checkpoint_age_s=None if waited is None else round(waited, 1),
                 failures=0 if report is None else report.failures,
                 last_error=None if report is None else report.last_error,
+                kb_per_second=None if lease.load is None else lease.load.kb_per_second,
             )
         )
     return rows
+
+
+def _owner_age(lease: Lease, board: Board | None, age: float | None, now_ms: int) -> float | None:
+    """Seconds since the owner last showed it lives: its last beat under board
+    coordination (infinite if its slot is fenced or gone), else the lease's last write."""
+    if board is None or not board.slots or lease.owner is None:
+        return age
+    slot = board.slots.get(lease.owner)
+    if slot is None or slot.fenced:
+        return float("inf")
+    if slot.beat_ms is None:
+        return None
+    return max(0, now_ms - slot.beat_ms) / 1000
+
+
+def board_lines(board: Board, now_ms: int) -> list[str]:
+    """One line per worker on the board, in join order (the first live one leads)."""
+    lines = []
+    ordered = sorted(board.slots.items(), key=lambda item: item[1].joined)
+    leader = next((worker for worker, slot in ordered if not slot.fenced), None)
+    for worker, slot in ordered:
+        beat = "-" if slot.beat_ms is None else _duration(max(0, now_ms - slot.beat_ms)) + " ago"
+        flags = [
+            flag
+            for flag, on in (
+                ("leader", worker == leader),
+                ("leaving", slot.leaving),
+                ("fenced", slot.fenced),
+            )
+            if on
+        ]
+        lines.append(
+            f"  {worker}: {slot.held} leases, CPU {slot.cpu:.0f}%, last beat {beat}"
+            + (f" ({', '.join(flags)})" if flags else "")
+        )
+    return lines
 
 
 def _state(
@@ -119,7 +166,7 @@ def _state(
 
 def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
     """Aligned columns with a one-line summary underneath."""
-    header = ("SHARD", "STATE", "OWNER", "CHECKPOINT", "LEASE AGE", "LAG", "WAITING")
+    header = ("SHARD", "STATE", "OWNER", "CHECKPOINT", "LEASE AGE", "LAG", "WAITING", "KB/S")
     lines = [header]
     for row in rows:
         lines.append(
@@ -131,6 +178,7 @@ def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
                 "-" if row.lease_age_s is None else f"{row.lease_age_s:.1f}s",
                 "-" if row.lag_ms is None else _duration(row.lag_ms),
                 "-" if row.pending is None else f"{row.pending:,}",
+                "-" if row.kb_per_second is None else f"{row.kb_per_second:,.1f}",
             )
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -161,14 +209,26 @@ def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
     return "\n".join(text)
 
 
-def render_json(rows: Sequence[ShardStatus], stream: str, table: str, now_ms: int) -> str:
-    """The same rows as one JSON document (for scripts and ``jq``)."""
-    document = {
+def render_json(
+    rows: Sequence[ShardStatus],
+    stream: str,
+    table: str,
+    now_ms: int,
+    board: Board | None = None,
+) -> str:
+    """The same rows as one JSON document (for scripts and ``jq``), with the board's
+    workers under board coordination."""
+    document: dict[str, object] = {
         "stream": stream,
         "lease_table": table,
         "generated_at_ms": now_ms,
         "shards": [asdict(row) for row in rows],
     }
+    if board is not None and board.slots:
+        document["workers"] = [
+            {"worker": worker, **asdict(slot)}
+            for worker, slot in sorted(board.slots.items(), key=lambda item: item[1].joined)
+        ]
     return json.dumps(document, indent=2)
 
 

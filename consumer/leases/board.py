@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
@@ -62,6 +61,12 @@ class Slot:
     """The worker is stopping: its leases are to be handed to others."""
     incoming: tuple[str, ...] = ()
     """Lease keys given or handed to the worker that it has not read yet."""
+    beat_ms: int | None = None
+    """Wall-clock time (epoch ms) of the last beat, for ``lander status`` only: expiry
+    never reads it (the leader watches counters on its own monotonic clock)."""
+    cpu: float = 0.0
+    """The worker process's CPU use between its last two beats, in percent of one core
+    (for people and alerts; the plan balances the shards' measured throughput)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +153,29 @@ def free_lease(
     return is_expired(lease, lease_seen, now, failover)
 
 
+def weights(leases: Iterable[Lease]) -> dict[str, float]:
+    """Each lease's weight in average leases (the weights sum to the number of leases):
+    half its count, half its share of the measured throughput (KB/s). With no load
+    measured, every lease weighs 1 and balance is by count."""
+    leases = list(leases)
+    total = sum(_kbps(lease) for lease in leases)
+    if total <= 0:
+        return {lease.key: 1.0 for lease in leases}
+    n = len(leases)
+    return {lease.key: 0.5 + 0.5 * n * _kbps(lease) / total for lease in leases}
+
+
+def _kbps(lease: Lease) -> float:
+    return max(0.0, lease.load.kb_per_second) if lease.load is not None else 0.0
+
+
+EPSILON = 1e-9
+MARGIN = 0.5
+"""A move must narrow the gap between giver and receiver by more than this many
+average leases: by count, a lease moves from a worker with two more, never one more;
+since every lease weighs at least half an average one, gaps under 0.75 never move."""
+
+
 def plan_assignment(
     leases: Iterable[Lease],
     board: Board,
@@ -159,21 +187,26 @@ def plan_assignment(
     failover: float,
     rng: random.Random,
 ) -> Assignment:
-    """Give free ready leases to the workers with the fewest, then balance by count.
+    """Give free ready leases to the lightest workers, then balance by load.
 
-    Receivers are the live workers that are not leaving. The target is ceil(ready
-    leases / receivers). A lease being handed over counts for its receiver (the
-    ``incoming`` lists repeat what the leases say, so they are not counted). Moves go
-    from the worker with the most to the one with the fewest, each only while the giver
-    has at least two more than the receiver (so nothing oscillates), several per pass;
-    a leaving worker's leases all move.
+    Receivers are the live workers that are not leaving. A worker's load is the sum of
+    its leases' :func:`weights` (by count when no throughput is measured). A lease
+    being handed over counts for its receiver (the ``incoming`` lists repeat what the
+    leases say, so they are not counted). Free leases go heaviest first, each to the
+    lightest receiver; a leaving worker's leases all move. Then, several per pass, a
+    lease moves from the heaviest worker that has a fitting one to the lightest, only
+    if the move narrows their difference by more than :data:`MARGIN` average leases:
+    each move lowers the sum of squared loads, so the plan ends, and a plan over its
+    own result moves nothing (no oscillation; small wobbles of throughput move nothing
+    either). By count, that is: move while the giver holds two more than the receiver.
     """
     receivers = [w for w in live if not board.slots[w].leaving]
     workable = [lease for lease in leases if lease.key in ready]
     if not receivers or not workable:
         return Assignment()
+    weight = weights(workable)
     target = math.ceil(len(workable) / len(receivers))
-    load: Counter[str] = Counter(dict.fromkeys(receivers, 0))
+    load: dict[str, float] = dict.fromkeys(receivers, 0.0)
     movable: dict[str, list[Lease]] = {}
     leaving: list[Lease] = []
     free: list[Lease] = []
@@ -183,41 +216,62 @@ def plan_assignment(
             continue
         assert lease.owner is not None
         if lease.handoff_to is not None and lease.handoff_to in load:
-            load[lease.handoff_to] += 1
+            load[lease.handoff_to] += weight[lease.key]
             continue
         # A hand-off to a worker that is gone or leaving is asked again of another.
         if lease.owner in load:
-            load[lease.owner] += 1
+            load[lease.owner] += weight[lease.key]
             movable.setdefault(lease.owner, []).append(lease)
         elif lease.owner in board.slots and board.slots[lease.owner].leaving:
             leaving.append(lease)
 
-    def fewest() -> str:
+    def lightest() -> str:
         least = min(load.values())
-        return rng.choice(sorted(w for w, n in load.items() if n == least))
+        return rng.choice(sorted(w for w, n in load.items() if n <= least + EPSILON))
 
     rng.shuffle(free)
+    rng.shuffle(leaving)
     give: list[tuple[Lease, str]] = []
-    for lease in free:
-        receiver = fewest()
+    for lease in sorted(free, key=lambda lease: -weight[lease.key]):
+        receiver = lightest()
         give.append((lease, receiver))
-        load[receiver] += 1
+        load[receiver] += weight[lease.key]
     handoffs: list[tuple[Lease, str]] = []
-    for lease in leaving:
-        receiver = fewest()
+    for lease in sorted(leaving, key=lambda lease: -weight[lease.key]):
+        receiver = lightest()
         handoffs.append((lease, receiver))
-        load[receiver] += 1
-    while True:
-        givers = {w: n for w, n in load.items() if movable.get(w)}
-        if not givers:
-            break
-        most = max(givers.values())
-        receiver = fewest()
-        if most - load[receiver] < 2:
-            break
-        giver = rng.choice(sorted(w for w, n in givers.items() if n == most))
-        candidates = movable[giver]
-        handoffs.append((candidates.pop(rng.randrange(len(candidates))), receiver))
-        load[giver] -= 1
-        load[receiver] += 1
+        load[receiver] += weight[lease.key]
+    while (move := _best_move(load, movable, weight, lightest(), rng)) is not None:
+        giver, lease, receiver = move
+        movable[giver].remove(lease)
+        handoffs.append((lease, receiver))
+        load[giver] -= weight[lease.key]
+        load[receiver] += weight[lease.key]
     return Assignment(give=tuple(give), handoffs=tuple(handoffs), target=target)
+
+
+def _best_move(
+    load: Mapping[str, float],
+    movable: Mapping[str, list[Lease]],
+    weight: Mapping[str, float],
+    receiver: str,
+    rng: random.Random,
+) -> tuple[str, Lease, str] | None:
+    """The lease whose move to ``receiver`` narrows the gap most, from the heaviest
+    giver that has one; None when no move narrows a gap by more than
+    :data:`MARGIN` average leases."""
+    givers = sorted((w for w in movable if movable[w] and w != receiver), key=lambda w: -load[w])
+    for giver in givers:
+        gap = load[giver] - load[receiver]
+        if gap <= MARGIN:
+            return None
+        fits = [
+            (abs(gap - 2 * weight[lease.key]), lease)
+            for lease in movable[giver]
+            if abs(gap - 2 * weight[lease.key]) < gap - MARGIN - EPSILON
+        ]
+        if fits:
+            best = min(score for score, _ in fits)
+            lease = rng.choice([lease for score, lease in fits if score <= best + EPSILON])
+            return giver, lease, receiver
+    return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -91,6 +92,7 @@ class BoardCoordinator(LeaseCoordinator):
         self.on_handoff: Callable[[str], None] = _ignore
         self.on_lost: Callable[[str], None] = _ignore
         self._read = 0
+        self._cpu_at: tuple[float, float] | None = None
         self._notices: int | None = None
         self._beat_lock = asyncio.Lock()
         self.waits: dict[str, asyncio.Task[None]] = {}
@@ -164,12 +166,22 @@ class BoardCoordinator(LeaseCoordinator):
                     held=len(self.held),
                     leaving=self.leaving,
                     read=read,
+                    cpu=self._cpu_percent(),
                 )
             except SlotLostError as exc:
                 self._lose_all(str(exc))
                 raise LeaseLostError("*", str(exc)) from None
             self._read -= read
             self._accept(board, started)
+
+    def _cpu_percent(self) -> float:
+        """This process's CPU use since the previous beat, in percent of one core."""
+        now, used = time.monotonic(), time.process_time()
+        then = self._cpu_at
+        self._cpu_at = (now, used)
+        if then is None or now <= then[0]:
+            return 0.0
+        return round(100 * (used - then[1]) / (now - then[0]), 1)
 
     def _accept(self, board: Board, started: float) -> None:
         self.board = board

@@ -27,7 +27,7 @@ from consumer.leases.decisions import (
     plan_acquisitions,
     ready_keys,
 )
-from consumer.leases.model import Lease, LeaseLostError, ShardReport
+from consumer.leases.model import Lease, LeaseLostError, ShardLoad, ShardReport
 from consumer.leases.store import LeaseStore, TableMissingError
 from consumer.sequence import Checkpoint
 
@@ -76,6 +76,8 @@ class LeaseCoordinator:
         """The last MillisBehindLatest per held shard, reported with each heartbeat."""
         self.reports: dict[str, ShardReport] = {}
         """How each held shard's processing goes, reported with each heartbeat."""
+        self.loads: dict[str, ShardLoad] = {}
+        """Each held shard's measured throughput, written with its checkpoints."""
         self.worker_id = worker_id
         self.failover = failover
         self.renew_interval = renew_interval
@@ -267,7 +269,9 @@ class LeaseCoordinator:
             self._check(held)
             started = self.clock()
             try:
-                held.lease = await self.store.checkpoint(held.lease, checkpoint)
+                held.lease = await self.store.checkpoint(
+                    held.lease, checkpoint, self.loads.get(key)
+                )
             except LeaseLostError as exc:
                 self._mark_lost(key, exc.reason)
                 raise
@@ -301,6 +305,7 @@ class LeaseCoordinator:
         self.held.pop(key, None)
         self.lag_ms.pop(key, None)
         self.reports.pop(key, None)
+        self.loads.pop(key, None)
         if self.metrics is not None:
             self.metrics.forget_shard(key)
 

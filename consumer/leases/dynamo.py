@@ -7,6 +7,8 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
     parentShardId (SS)  handoffTo (S, the lander's graceful-steal request)
     handoffAck (S, the receiver is ready: board coordination)
     lastUpdateMs (N)  millisBehindLatest (N)   (informational, for `lander status`)
+    throughputKBps (N, KCL 3.x's name)  recordsPerSecond (N)
+                                               (the shard's load, with checkpoints)
     pendingRecords (N)  checkpointAgeMs (N)  shardFailures (N)  lastError (S)
                                                (the owner's report, informational)
 
@@ -28,8 +30,15 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from consumer.aws import error_code
-from consumer.leases.dynamo_board import OWNER_INDEX, DynamoBoard, aws_errors, owner_index
-from consumer.leases.model import RESERVED_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
+from consumer.leases.dynamo_board import DynamoBoard, aws_errors, owner_index
+from consumer.leases.model import (
+    RESERVED_PREFIX,
+    Lease,
+    LeaseLostError,
+    ShardLoad,
+    ShardReport,
+    wall_ms,
+)
 from consumer.leases.store import TableMissingError
 from consumer.sequence import Checkpoint, checkpoint_from_item, checkpoint_to_item
 
@@ -180,15 +189,22 @@ class DynamoLeaseStore(DynamoBoard):
         return await self._update(lease, "SET " + ", ".join(sets) + removes, values)
 
     @aws_errors
-    async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
-        """Record progress, fenced."""
+    async def checkpoint(
+        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+    ) -> Lease:
+        """Record progress, fenced; the load as KCL 3.x's ``throughputKBps`` and the
+        lander's ``recordsPerSecond``."""
         value, sub = checkpoint_to_item(checkpoint)
-        return await self._update(
-            lease,
+        expression = (
             "SET leaseCounter = :next, checkpoint = :cp, checkpointSubSequenceNumber = :sub, "
-            "ownerSwitchesSinceCheckpoint = :zero",
-            {":cp": {"S": value}, ":sub": {"N": str(sub)}, ":zero": {"N": "0"}},
+            "ownerSwitchesSinceCheckpoint = :zero"
         )
+        values = {":cp": {"S": value}, ":sub": {"N": str(sub)}, ":zero": {"N": "0"}}
+        if load is not None:
+            expression += ", throughputKBps = :kbps, recordsPerSecond = :rps"
+            values[":kbps"] = {"N": f"{load.kb_per_second:.3f}"}
+            values[":rps"] = {"N": f"{load.records_per_second:.3f}"}
+        return await self._update(lease, expression, values)
 
     @aws_errors
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
@@ -232,39 +248,6 @@ class DynamoLeaseStore(DynamoBoard):
                 return False
             raise
         return True
-
-    @aws_errors
-    async def owned_by(self, owner: str) -> list[str]:
-        """Query ``LeaseOwnerToLeaseKeyIndex``; an eventually consistent Scan while the
-        index does not exist or is still being built."""
-        keys: list[str] = []
-        start: dict[str, Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "TableName": self._table,
-                "IndexName": OWNER_INDEX,
-                "KeyConditionExpression": "leaseOwner = :owner",
-                "ExpressionAttributeValues": {":owner": {"S": owner}},
-            }
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            try:
-                page = await self._client.query(**kwargs)
-            except ClientError as exc:
-                if error_code(exc) not in ("ValidationException", "ResourceNotFoundException"):
-                    raise
-                if not await self.table_exists():
-                    raise TableMissingError(self._table) from None
-                leases = await self.list_leases(consistent=False)
-                return sorted(lease.key for lease in leases if lease.owner == owner)
-            keys.extend(
-                item["leaseKey"]["S"]
-                for item in page.get("Items", [])
-                if not item["leaseKey"]["S"].startswith(RESERVED_PREFIX)
-            )
-            start = dict(page.get("LastEvaluatedKey") or {})
-            if not start:
-                return sorted(keys)
 
     @aws_errors
     async def transfer(self, lease: Lease, to: str) -> None:
@@ -358,6 +341,16 @@ def lease_from_item(item: Item) -> Lease:
         updated_ms=_optional_int(item, "lastUpdateMs"),
         lag_ms=_optional_int(item, "millisBehindLatest"),
         report=_report(item),
+        load=_load(item),
+    )
+
+
+def _load(item: Item) -> ShardLoad | None:
+    if "throughputKBps" not in item and "recordsPerSecond" not in item:
+        return None
+    return ShardLoad(
+        records_per_second=float(item.get("recordsPerSecond", {}).get("N", "0")),
+        kb_per_second=float(item.get("throughputKBps", {}).get("N", "0")),
     )
 
 

@@ -4,7 +4,9 @@ Item layout (``leaseKey`` = ``lander-board``)::
 
     joins (N)   slots (M): worker id -> {c (N) counter, j (N) join order, g (N) notices,
                                          n (N) leases held, l (BOOL) leaving,
-                                         i (L of S) incoming lease keys, f (BOOL) fenced}
+                                         i (L of S) incoming lease keys, f (BOOL) fenced,
+                                         u (N) CPU percent, t (N) wall-clock ms of
+                                         the last beat, for people}
 
 Every beat is an UpdateItem on the worker's own map, conditioned on its counter and on
 it not being fenced, returning the whole item (``ALL_NEW``): the read every worker
@@ -27,6 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import error_code, http_status
 from consumer.leases.board import BOARD_KEY, Board, Slot
+from consumer.leases.model import RESERVED_PREFIX, wall_ms
 from consumer.leases.store import LeaseStoreError, SlotLostError, TableMissingError
 
 if TYPE_CHECKING:
@@ -151,6 +154,58 @@ class DynamoBoard:
         return False
 
     @aws_errors
+    async def owned_by(self, owner: str) -> list[str]:
+        """Query ``LeaseOwnerToLeaseKeyIndex``; an eventually consistent Scan while the
+        index does not exist or is still being built."""
+        keys: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": OWNER_INDEX,
+                "KeyConditionExpression": "leaseOwner = :owner",
+                "ExpressionAttributeValues": {":owner": {"S": owner}},
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            try:
+                page = await self._client.query(**kwargs)
+            except ClientError as exc:
+                if error_code(exc) not in ("ValidationException", "ResourceNotFoundException"):
+                    raise
+                if not await self.table_exists():
+                    raise TableMissingError(self._table) from None
+                return await self._owned_by_scan(owner)
+            keys.extend(
+                item["leaseKey"]["S"]
+                for item in page.get("Items", [])
+                if not item["leaseKey"]["S"].startswith(RESERVED_PREFIX)
+            )
+            start = dict(page.get("LastEvaluatedKey") or {})
+            if not start:
+                return sorted(keys)
+
+    async def _owned_by_scan(self, owner: str) -> list[str]:
+        """Keys naming ``owner``, by an eventually consistent Scan (no index yet)."""
+        keys: list[str] = []
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "ConsistentRead": False,
+                "FilterExpression": "leaseOwner = :owner",
+                "ProjectionExpression": "leaseKey",
+                "ExpressionAttributeValues": {":owner": {"S": owner}},
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = await self._client.scan(**kwargs)
+            keys.extend(item["leaseKey"]["S"] for item in page.get("Items", []))
+            start = dict(page.get("LastEvaluatedKey") or {})
+            if not start:
+                return sorted(k for k in keys if not k.startswith(RESERVED_PREFIX))
+
+    @aws_errors
     async def read_board(self) -> Board:
         """GetItem, strongly consistent."""
         try:
@@ -221,10 +276,13 @@ class DynamoBoard:
 
     @aws_errors
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
     ) -> Board:
         """Counter + 1 on the worker's own slot, returning the whole board."""
-        expression = "SET slots.#w.c = :next, slots.#w.n = :held, slots.#w.l = :leaving"
+        expression = (
+            "SET slots.#w.c = :next, slots.#w.n = :held, slots.#w.l = :leaving, "
+            "slots.#w.u = :cpu, slots.#w.t = :now"
+        )
         if read:
             expression += " REMOVE " + ", ".join(f"slots.#w.i[{k}]" for k in range(read))
         try:
@@ -239,6 +297,8 @@ class DynamoBoard:
                     ":next": {"N": str(counter + 1)},
                     ":held": {"N": str(held)},
                     ":leaving": {"BOOL": leaving},
+                    ":cpu": {"N": f"{cpu:.1f}"},
+                    ":now": {"N": str(wall_ms())},
                 },
                 ReturnValues="ALL_NEW",
             )
@@ -330,4 +390,6 @@ def _slot(raw: Mapping[str, Any]) -> Slot:
         held=int(raw.get("n", {}).get("N", "0")),
         leaving=bool(raw.get("l", {}).get("BOOL", False)),
         incoming=tuple(entry["S"] for entry in raw.get("i", {}).get("L", [])),
+        cpu=float(raw.get("u", {}).get("N", "0")),
+        beat_ms=int(raw["t"]["N"]) if "t" in raw else None,
     )

@@ -11,7 +11,14 @@ from collections.abc import Sequence, Set
 from dataclasses import replace
 
 from consumer.leases.board import Board, Slot
-from consumer.leases.model import RESERVED_PREFIX, Lease, LeaseLostError, ShardReport, wall_ms
+from consumer.leases.model import (
+    RESERVED_PREFIX,
+    Lease,
+    LeaseLostError,
+    ShardLoad,
+    ShardReport,
+    wall_ms,
+)
 from consumer.leases.store import SlotLostError, TableMissingError
 from consumer.sequence import Checkpoint
 
@@ -107,11 +114,18 @@ class MemoryLeaseStore:
         table[lease.key] = renewed
         return renewed
 
-    async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
+    async def checkpoint(
+        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+    ) -> Lease:
         """Record progress if still ours."""
         table = self._fenced(lease)
-        done = table[lease.key].evolve(
-            checkpoint=checkpoint, owner_switches=0, counter=lease.counter + 1, updated_ms=wall_ms()
+        current = table[lease.key]
+        done = current.evolve(
+            checkpoint=checkpoint,
+            owner_switches=0,
+            counter=lease.counter + 1,
+            updated_ms=wall_ms(),
+            load=current.load if load is None else load,
         )
         table[lease.key] = done
         return done
@@ -197,7 +211,7 @@ class MemoryLeaseStore:
         return self._put(worker, Slot(counter=counter, joined=board.joins))
 
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
     ) -> Board:
         """Counter + 1 if the slot is as last written and not fenced."""
         if self.leases is None:
@@ -208,7 +222,13 @@ class MemoryLeaseStore:
         return self._put(
             worker,
             replace(
-                slot, counter=counter + 1, held=held, leaving=leaving, incoming=slot.incoming[read:]
+                slot,
+                counter=counter + 1,
+                held=held,
+                leaving=leaving,
+                incoming=slot.incoming[read:],
+                cpu=cpu,
+                beat_ms=wall_ms(),
             ),
         )
 

@@ -38,6 +38,9 @@ class Lease:
     """MillisBehindLatest the owner last reported with a heartbeat (informational)."""
     report: ShardReport | None = field(default=None, compare=False)
     """How the owner's processing went, as of its last heartbeat (informational)."""
+    load: ShardLoad | None = field(default=None, compare=False)
+    """The shard's throughput as its owner last measured it (written with checkpoints;
+    board coordination balances by it)."""
 
     @property
     def finished(self) -> bool:
@@ -70,6 +73,16 @@ class ShardReport:
 RESERVED_PREFIX = "lander-"
 """Lease-table items whose key starts with this are the lander's own (worker-id claims,
 the board), not shard leases; shard ids never start with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardLoad:
+    """A shard's throughput, measured by its owner over the last heartbeats."""
+
+    records_per_second: float = 0.0
+    kb_per_second: float = 0.0
+    """Payload kilobytes a second: KCL 3.x's ``throughputKBps``."""
+
 
 WORKER_KEY_PREFIX = "lander-worker:"
 """Lease-table items whose key starts with this are worker-id claims, not shard

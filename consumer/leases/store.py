@@ -15,7 +15,7 @@ from collections.abc import Sequence, Set
 from typing import Protocol
 
 from consumer.leases.board import Board
-from consumer.leases.model import Lease, LeaseError, ShardReport
+from consumer.leases.model import Lease, LeaseError, ShardLoad, ShardReport
 from consumer.sequence import Checkpoint
 
 
@@ -46,8 +46,11 @@ class LeaseStore(Protocol):
         """Heartbeat: counter + 1, recording the owner's lag and report where given.
         The returned lease shows any hand-off request."""
 
-    async def checkpoint(self, lease: Lease, checkpoint: Checkpoint) -> Lease:
-        """Record progress, fenced by counter and owner; counter + 1."""
+    async def checkpoint(
+        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+    ) -> Lease:
+        """Record progress (and the shard's measured load), fenced by counter and
+        owner; counter + 1."""
 
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
         """Ask the owner to hand the lease to ``to``; False if it changed meanwhile or a
@@ -81,7 +84,7 @@ class BoardStore(Protocol):
         worker id left: the worker-id claim proved that one dead or gone)."""
 
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
     ) -> Board:
         """Counter + 1 if the slot still has ``counter`` and is not fenced, recording the
         leases held and whether the worker leaves, and dropping the first ``read``

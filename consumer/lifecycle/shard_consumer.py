@@ -140,6 +140,9 @@ class ShardProgress:
     failures: int = 0
     """Processor failures since the checkpoint last moved."""
     last_error: str | None = None
+    records_read: int = 0
+    """Records handed to the processor since the shard was taken (for its load)."""
+    bytes_read: int = 0
 
     def delivered(self, pending: int, now: float) -> None:
         """Records were handed to the processor; ``pending`` now wait."""
@@ -262,6 +265,8 @@ class ShardConsumer:
                     self._unchecked.append(batch.records)
                     self._unchecked_count += len(batch.records)
                     self.progress.delivered(self._unchecked_count, self.coordinator.clock())
+                    self.progress.records_read += len(batch.records)
+                    self.progress.bytes_read += sum(len(r.data) for r in batch.records)
                 if batch.millis_behind is not None:
                     self.coordinator.lag_ms[self.shard_id] = batch.millis_behind
                 await self.processor.process_records(

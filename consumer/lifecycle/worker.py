@@ -50,7 +50,7 @@ from consumer.leases.board_coordinator import LEAD_BEAT_SECONDS, BoardCoordinato
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
 from consumer.leases.mixed import refuse_board_workers, refuse_scan_workers
-from consumer.leases.model import ShardReport
+from consumer.leases.model import ShardLoad, ShardReport
 from consumer.leases.store import CoordinatedStore, LeaseStore
 from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shard_consumer import Outcome, ShardConsumer, ShardProgress
@@ -64,6 +64,9 @@ STREAM_MISSING_PASSES = 3
 """Shard syncs in a row that find no stream before the worker stops (it was deleted)."""
 PROBE_TIMEOUT = 30.0
 
+
+LOAD_SMOOTHING = 0.3
+"""Weight of the newest measure in a shard's load (an exponential moving average)."""
 
 SYNC_AGAIN_SECONDS = 5.0
 """After a shard sync that left missing leases to another worker, the next sync comes
@@ -143,6 +146,7 @@ class Worker:
         self.consumers: dict[str, ShardConsumer] = {}
         self.shard_tasks: dict[str, asyncio.Task[None]] = {}
         self.progress: dict[str, ShardProgress] = {}
+        self._read_at: dict[str, tuple[float, int, int]] = {}
         self.unfit: str | None = None
         """Why this worker cannot land right now (None while it can)."""
         self._give_back = asyncio.Event()
@@ -363,12 +367,15 @@ class Worker:
             self._hand_off(key)
 
     def _report_progress(self) -> None:
-        """Each held shard's progress into the metrics and the next heartbeat."""
+        """Each held shard's progress into the metrics and the next heartbeat, and its
+        load (records and bytes a second since the last report, smoothed) into the
+        next checkpoint."""
         now = self.coordinator.clock()
         for key in self.coordinator.held:
             progress = self.progress.get(key)
             if progress is None:
                 continue
+            self._measure_load(key, progress, now)
             age = progress.age(now)
             self.metrics.checkpoint_age.labels(key).set(round(age, 3))
             self.metrics.records_pending.labels(key).set(progress.pending)
@@ -378,6 +385,20 @@ class Worker:
                 failures=progress.failures,
                 last_error=progress.last_error,
             )
+
+    def _measure_load(self, key: str, progress: ShardProgress, now: float) -> None:
+        then = self._read_at.get(key)
+        self._read_at[key] = (now, progress.records_read, progress.bytes_read)
+        if then is None or now - then[0] <= 0:
+            return
+        seconds = now - then[0]
+        rps = (progress.records_read - then[1]) / seconds
+        kbps = (progress.bytes_read - then[2]) / seconds / 1024
+        old = self.coordinator.loads.get(key)
+        if old is not None:  # smoothed over about three reports
+            rps = old.records_per_second + LOAD_SMOOTHING * (rps - old.records_per_second)
+            kbps = old.kb_per_second + LOAD_SMOOTHING * (kbps - old.kb_per_second)
+        self.coordinator.loads[key] = ShardLoad(round(rps, 3), round(kbps, 3))
 
     async def _sync_loop(self) -> None:
         failures = 0
@@ -439,6 +460,7 @@ class Worker:
         if self.shard_tasks.get(key) is task:
             del self.shard_tasks[key]
             self.progress.pop(key, None)
+            self._read_at.pop(key, None)
         failed = not task.cancelled() and task.exception() is not None
         if failed:
             self._log.error("shard supervisor failed", shard_id=key, error=repr(task.exception()))

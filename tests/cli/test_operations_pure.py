@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.cli.produce import Plan, ProduceSpec, UserPut, entries_for
-from consumer.cli.status import render_json, render_table, shard_rows
+from consumer.cli.status import board_lines, render_json, render_table, shard_rows
 from consumer.health import HealthServer
-from consumer.leases.model import Lease
+from consumer.leases.board import Board, Slot
+from consumer.leases.model import Lease, ShardLoad
 from consumer.lifecycle.worker import Health
 from consumer.metrics import LanderMetrics
 from consumer.sequence import Position, Sentinel
@@ -55,6 +56,45 @@ def test_status_states_cover_the_life_of_a_shard() -> None:
     assert rows["s-6"].parents == ("s-1",)
 
 
+def test_status_under_board_coordination_judges_owners_by_their_beats() -> None:
+    """Board workers renew no lease: an owner beating on the board is "owned" however
+    old its lease's last write; a fenced, missing or silent slot makes it "stale". The
+    board's workers are listed, leader first, and the shard's load shows."""
+    old = NOW - 600_000  # leases last written ten minutes ago
+    leases = [
+        _lease("s-1", owner="w1", updated_ms=old, load=ShardLoad(100.0, 42.5)),
+        _lease("s-2", owner="w2", updated_ms=old),
+        _lease("s-3", owner="w3", updated_ms=old),
+        _lease("s-4", owner="w4", updated_ms=old),
+    ]
+    board = Board(
+        slots={
+            "w1": Slot(counter=9, joined=0, beat_ms=NOW - 1_000, held=1, cpu=37.0),
+            "w2": Slot(counter=3, joined=1, beat_ms=NOW - 60_000),
+            "w3": Slot(counter=5, joined=2, beat_ms=NOW - 500, fenced=True),
+        },
+        joins=3,
+    )
+    shards = [Shard(f"s-{n}") for n in range(1, 5)]
+    rows = {
+        row.shard: row
+        for row in shard_rows(leases, shards, now_ms=NOW, failover_seconds=10, board=board)
+    }
+    assert {key: row.state for key, row in rows.items()} == {
+        "s-1": "owned",
+        "s-2": "stale",  # no beat for a minute
+        "s-3": "stale",  # fenced
+        "s-4": "stale",  # not on the board
+    }
+    assert rows["s-1"].kb_per_second == 42.5
+    assert "42.5" in render_table(list(rows.values()), "orders", "leases")
+    lines = board_lines(board, NOW)
+    assert lines[0].startswith("  w1: 1 leases, CPU 37%, last beat 1.0s ago (leader)")
+    assert "(fenced)" in lines[2]
+    document = json.loads(render_json(list(rows.values()), "orders", "leases", NOW, board))
+    assert [w["worker"] for w in document["workers"]] == ["w1", "w2", "w3"]
+
+
 def test_status_renders_a_table_and_json() -> None:
     """The table has a header and a summary; the JSON has one object per shard."""
     leases = [_lease("s-1", owner="w1", updated_ms=NOW - 2_000, lag_ms=90_000)]
@@ -69,6 +109,7 @@ def test_status_renders_a_table_and_json() -> None:
         "AGE",
         "LAG",
         "WAITING",
+        "KB/S",
     ]
     assert "s-1    owned  w1     TRIM_HORIZON  2.0s       90.0s  -" in table
     assert "1 shards (1 owned); 1 workers own leases" in table

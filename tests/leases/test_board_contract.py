@@ -92,8 +92,9 @@ async def test_incoming_notices_and_leaving(table: Table) -> None:
     assert await store.deliver("w-a", ["s-3"])
     assert await store.notify("w-a")
     assert await store.notify("w-a")
-    board = await store.beat("w-a", 1, held=2, leaving=True, read=2)
+    board = await store.beat("w-a", 1, held=2, leaving=True, read=2, cpu=12.5)
     slot = board.slots["w-a"]
+    assert slot.cpu == 12.5
     assert slot.incoming == ("s-3",)
     assert slot.notices == 2
     assert slot.leaving

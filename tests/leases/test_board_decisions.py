@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.leases.board import (
+    Assignment,
     Board,
     Slot,
     line,
@@ -19,7 +20,7 @@ from consumer.leases.board import (
     to_fence,
     watch,
 )
-from consumer.leases.model import Lease
+from consumer.leases.model import Lease, ShardLoad
 
 FAILOVER = 10.0
 
@@ -181,3 +182,82 @@ def test_a_pending_handoff_counts_for_its_receiver_once() -> None:
     assert len(plan.handoffs) == 1  # a: 3, b: 1 -> one more to b
     assert plan.handoffs[0][1] == "b"
     assert plan.handoffs[0][0].key != "s-0"
+
+
+def _plan(leases: list[Lease], board: Board, seed: int = 1) -> tuple[list[Lease], Assignment]:
+    plan = plan_assignment(
+        leases,
+        board,
+        sorted(board.slots, key=lambda w: board.slots[w].joined),
+        ready={lease.key for lease in leases},
+        lease_seen={},
+        now=0.0,
+        failover=FAILOVER,
+        rng=random.Random(seed),
+    )
+    return _apply(leases, plan.give, plan.handoffs), plan
+
+
+def _loaded(key: str, owner: str | None, kbps: float) -> Lease:
+    return Lease(key=key, owner=owner, counter=1, load=ShardLoad(kbps * 2, kbps))
+
+
+def test_two_hot_shards_among_twenty_end_on_different_workers() -> None:
+    """Issue 13's case: 2 hot shards among 20 on 4 workers, both hot ones on one worker
+    and the counts even: the plan moves one hot shard away (and evens the load with the
+    cold ones), and a plan over the result moves nothing."""
+    board = _board(**{f"w{i}": Slot(counter=0, joined=i) for i in range(4)})
+    leases = [_loaded(f"s-{k:02d}", f"w{k % 4}", 10.0) for k in range(20)]
+    leases[0] = _loaded("s-00", "w0", 1000.0)
+    leases[4] = _loaded("s-04", "w0", 1000.0)  # both hot shards on w0
+    after, plan = _plan(leases, board)
+    hot_owners = {lease.owner for lease in after if lease.key in ("s-00", "s-04")}
+    assert len(hot_owners) == 2
+    assert plan.handoffs
+    again, replan = _plan(after, board, seed=2)
+    assert replan.handoffs == ()
+    assert again == after
+
+
+@given(
+    st.lists(st.floats(0, 1000), min_size=1, max_size=40),
+    st.integers(1, 6),
+    st.integers(0, 2**32),
+)
+def test_balance_by_load_ends_and_does_not_oscillate(
+    loads: list[float], workers: int, seed: int
+) -> None:
+    """Any loads, any start: the plan ends, a second plan over its result moves
+    nothing, and after throughput wobbles by 5 %, one plan settles it again."""
+    board = _board(**{f"w{i}": Slot(counter=0, joined=i) for i in range(workers)})
+    rng = random.Random(seed)
+    leases = [
+        _loaded(f"s-{k:03d}", f"w{rng.randrange(workers)}", kbps) for k, kbps in enumerate(loads)
+    ]
+    after, _ = _plan(leases, board, seed)
+    _, replan = _plan(after, board, seed + 1)
+    assert replan.handoffs == ()
+    wobbled = [
+        lease.evolve(load=ShardLoad(0, lease.load.kb_per_second * rng.uniform(0.95, 1.05)))
+        for lease in after
+        if lease.load is not None
+    ]
+    moved, _ = _plan(wobbled, board, seed + 2)
+    _, settled = _plan(moved, board, seed + 3)
+    assert settled.handoffs == ()  # after a wobble, one plan settles it again
+
+
+def test_uneven_loads_still_split_four_leases_two_and_two() -> None:
+    """Found by the failover benchmark: one worker with 4 leases of slightly different
+    throughput and a new one with none. A threshold of two average leases stopped at
+    3/1 (gap 1.4 after the heaviest moved); the plan now moves two."""
+    board = _board(w4=Slot(counter=0, joined=0), w5=Slot(counter=0, joined=1))
+    leases = [
+        _loaded("s-0", "w4", 13.0),
+        _loaded("s-1", "w4", 9.0),
+        _loaded("s-2", "w4", 9.0),
+        _loaded("s-3", "w4", 9.0),
+    ]
+    after, plan = _plan(leases, board)
+    assert len(plan.handoffs) == 2
+    assert Counter(lease.owner for lease in after) == {"w4": 2, "w5": 2}

@@ -13,7 +13,7 @@ import pytest
 
 from consumer.aws import Clients
 from consumer.leases.dynamo import DynamoLeaseStore
-from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.model import Lease, LeaseLostError, ShardLoad
 from consumer.leases.store import LeaseStore, TableMissingError
 from consumer.sequence import Position, Sentinel
 from tests.leases.conftest import Table
@@ -91,6 +91,19 @@ async def test_checkpoint_round_trips_big_sequence_numbers(table: Table) -> None
         await table.store.checkpoint(mine, Position(BIG + 1))
     ended = await table.store.checkpoint(done, Sentinel.SHARD_END)
     assert ended.finished
+
+
+async def test_a_checkpoint_carries_the_shards_load(table: Table) -> None:
+    """The owner's measured throughput rides on its checkpoint (KCL 3.x's
+    throughputKBps) and stays until the next measured one."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    mine = await table.store.take(await _one(table.store, "s-1"), "w1")
+    assert mine.load is None
+    done = await table.store.checkpoint(mine, Position(1), ShardLoad(250.5, 48.25))
+    assert done.load == ShardLoad(250.5, 48.25)
+    again = await table.store.checkpoint(done, Position(2))
+    assert again.load == ShardLoad(250.5, 48.25)
+    assert (await _one(table.store, "s-1")).load == ShardLoad(250.5, 48.25)
 
 
 async def test_handoff_request_transfer_and_take(table: Table) -> None:

@@ -16,6 +16,7 @@ import pytest
 from bench import virtual_time
 from bench.billing import READ_UNIT, BilledLeaseStore, item_bytes, kcl_costs
 from bench.scale import simulate
+from bench.scale_load import hot_shards
 from bench.virtual_time import VirtualClock
 from consumer.leases.model import Lease, LeaseLostError, ShardReport
 from consumer.sequence import Sentinel
@@ -138,3 +139,14 @@ def test_a_small_board_fleet_reads_only_the_sweep_and_takes_over_within_the_boun
     # The leader and the deputy beat every second, the other two every renew interval.
     beats = 2 * 60 / 1.0 + 2 * 60 / (10 / 3)
     assert steady["UpdateItem board beat"] * 20 == pytest.approx(beats, rel=0.05)
+
+
+def test_two_hot_shards_end_on_different_workers_by_the_next_sweep() -> None:
+    """Issue 13's case in the simulation: the leader sees the loads at its next sweep
+    and moves one hot shard; the fleet then rests (no hand-off pending)."""
+    result = hot_shards()
+    assert result["separated_seconds"] is not None
+    assert result["separated_seconds"] <= result["sweep_seconds"] + 15
+    assert len(result["hot_owner_leases"]) == 2
+    # Balanced by load, not by count: the hot shards' owners hold fewer leases.
+    assert max(result["hot_owner_leases"]) < max(result["leases_per_worker"])

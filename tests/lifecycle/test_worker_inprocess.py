@@ -263,6 +263,29 @@ async def test_board_a_lease_given_without_its_delivery_is_found_by_the_sweep() 
     await asyncio.wait_for(task, 10)
 
 
+@MODES
+async def test_each_shards_measured_load_is_written_with_its_checkpoints(
+    coordination: str,
+) -> None:
+    """A worker measures each shard's records and KB a second and writes them with its
+    checkpoints: what board coordination balances by (and KCL 3.x's throughputKBps)."""
+    stream = MemoryStream(2)
+    store, journal = MemoryLeaseStore(), Journal()
+    worker = _worker(stream, store, journal, "w1", coordination)
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(worker.coordinator.held) == 2)
+    for i in range(150):
+        stream.put(b'{"pad": "' + b"x" * 500 + b'"}', f"key-{i}")
+        await asyncio.sleep(0.02)
+    await _until(lambda: len(journal.delivered) == 150)
+    worker.request_stop()
+    await asyncio.wait_for(task, 10)
+    loads = [lease.load for lease in await store.list_leases()]
+    assert all(load is not None for load in loads), loads
+    assert sum(load.records_per_second for load in loads if load) > 5
+    assert sum(load.kb_per_second for load in loads if load) > 2
+
+
 class ThrottlingStream(MemoryStream):
     """A memory stream whose first few GetRecords calls are throttled."""
 
