@@ -286,6 +286,20 @@ def scale_rows(result: Mapping[str, Any]) -> list[Row]:
             )
         )
         rows.append((f"lease table balance, {name} (simulated)", times, "-", "-", "(reported)"))
+    for mode in result.get("emulators", {}).get("modes", []):
+        measured = sum(mode["calls"].values())
+        simulated = sum(mode["simulated_calls"].values())
+        rows.append(
+            (
+                f"lease table calls per shard-minute on the emulators, "
+                f"{result['emulators']['shards']} shards x {result['emulators']['workers']} "
+                f"processes, {mode['coordination']}",
+                f"{measured:,.2f}",
+                f"simulated {simulated:,.2f}",
+                f"**{_x(measured / simulated if simulated else float('nan'))}**",
+                "(check of the simulation)",
+            )
+        )
     for mode in sorted({size.get("coordination", "scan") for size in result["sizes"]}):
         units = {
             size["workers"]: size["steady"]["read_units"]

@@ -309,8 +309,16 @@ def run_sizes(sizes: tuple[tuple[int, int], ...], modes: tuple[str, ...] = MODES
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    """``python -m bench scale``."""
-    return run_sizes(SIZES_QUICK if quick else SIZES_FULL)
+    """``python -m bench scale``: the simulation, then (unless quick) its check on the
+    emulators with worker processes (:mod:`bench.scale_check`)."""
+    result = run_sizes(SIZES_QUICK if quick else SIZES_FULL)
+    if not quick:
+        from bench.local_aws import local_aws
+        from bench.scale_check import run_check
+
+        with local_aws() as aws:
+            result["emulators"] = run_check(aws)
+    return result
 
 
 def render(result: dict[str, Any]) -> str:
@@ -334,6 +342,10 @@ def render(result: dict[str, Any]) -> str:
             f"{steady.get('write_units', float('nan')):>13.2f}{kcl['kcl2']['write_units']:>8.2f}"
             f"{seconds('cold_start'):>8}{seconds('die'):>7}{seconds('join'):>8}"
         )
+    if result.get("emulators"):
+        from bench.scale_check import render_check
+
+        lines.append(render_check(result["emulators"]))
     hot = result.get("hot")
     if hot:
         lines.append(

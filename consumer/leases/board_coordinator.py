@@ -322,11 +322,31 @@ class BoardCoordinator(LeaseCoordinator):
             self.leader.want_sweep()
 
     async def start_leaving(self) -> None:
-        """Flag the slot as leaving, so the leader hands this worker's leases on."""
+        """Flag the slot as leaving and ask for the hand-off of every held lease at
+        once, each to the live worker holding fewest (the leader would do the same at
+        its next pass; this saves that wait). Each shard stops when its receiver acks."""
         self.leaving = self.stopping = True
-        if self.slot is not None:
-            with contextlib.suppress(LeaseLostError):
-                await self.beat()
+        if self.slot is None:
+            return
+        with contextlib.suppress(LeaseLostError):
+            await self.beat()
+        order = line(self.board, self.slot_seen, self.clock(), self.failover)
+        load = {
+            w: self.board.slots[w].held
+            for w in order
+            if w != self.worker_id and not self.board.slots[w].leaving
+        }
+        deliveries: dict[str, list[str]] = {}
+        for key, held in sorted(self.held.items()):
+            if not load or held.lost or held.lease.handoff_to is not None:
+                continue
+            to = min(sorted(load), key=lambda w: load[w])
+            if await self.store.request_handoff(held.lease, to):
+                load[to] += 1
+                deliveries.setdefault(to, []).append(key)
+                self.acks[key] = asyncio.create_task(await_ack(self, key))
+        for to, keys in deliveries.items():
+            await self.board_store.deliver(to, keys)
 
     async def leave(self) -> None:
         """After every lease is given up: take the slot off the board."""

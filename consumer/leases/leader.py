@@ -116,6 +116,24 @@ class Leader:
             if not slot.fenced and not slot.leaving and named[worker] > slot.held
         )
 
+    def delay(self) -> float:
+        """Seconds to the next pass: a second, or sooner when a slot it watches would
+        expire (so a dead worker is fenced at failover, not up to a second later)."""
+        w = self.worker
+        now = w.clock()
+        due = [
+            seen.since + w.failover
+            for worker, seen in w.slot_seen.items()
+            if worker != w.worker_id
+            and worker in w.board.slots
+            and not w.board.slots[worker].fenced
+            and seen.counter == w.board.slots[worker].counter
+        ]
+        delay = LEAD_SECONDS
+        if due:
+            delay = min(delay, max(0.01, min(due) - now + 0.01))
+        return delay
+
     def current_view(self) -> list[Lease] | None:
         """The leases as this leader knows them, if it leads and has swept."""
         return list(self.view.values()) if self._leading and self._swept_at is not None else None
@@ -203,7 +221,7 @@ class Leader:
 
     async def _ask(self, lease: Lease, to: str) -> bool:
         """Ask a lease's owner to hand it to ``to`` (replacing a request to a worker
-        that is gone)."""
+        that is gone, as the view shows it)."""
         w = self.worker
         for attempt in range(2):
             stale = lease.handoff_to
@@ -220,7 +238,9 @@ class Leader:
                 self.view.pop(lease.key, None)
                 return False
             self.view[lease.key] = fresh
-            if attempt or fresh.owner != lease.owner:
+            # Retried only when the counter alone moved: a request that someone else
+            # (the owner itself, when it leaves) made meanwhile stands.
+            if attempt or fresh.owner != lease.owner or fresh.handoff_to != lease.handoff_to:
                 return False
             lease = fresh
         return False
@@ -232,6 +252,9 @@ class Leader:
             if slot.fenced and worker not in named:
                 await w.board_store.remove_slot(worker)
 
+
+LEAD_SECONDS = 1.0
+"""The leader's pass interval (it also beats every second)."""
 
 CONCURRENT_WRITES = 32
 """The leader's lease writes in flight at once (a cold start gives every lease)."""

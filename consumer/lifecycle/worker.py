@@ -269,7 +269,7 @@ class Worker:
         board = self.board
         return [
             asyncio.create_task(self._loop("beat", self._beat_pass, board.beat_delay)),
-            asyncio.create_task(self._loop("lead", board.lead_pass, lambda: LEAD_BEAT_SECONDS)),
+            asyncio.create_task(self._loop("lead", board.lead_pass, board.leader.delay)),
             asyncio.create_task(self._loop("claim", self.claim.renew, self._renew_delay)),
         ]
 
