@@ -218,30 +218,25 @@ class DynamoLeaseStore(DynamoBoard):
         if replacing is not None:
             pending = "(attribute_not_exists(handoffTo) OR handoffTo = :stale)"
             values[":stale"] = {"S": replacing}
-        try:
-            await self._client.update_item(
-                TableName=self._table,
-                Key={"leaseKey": {"S": lease.key}},
-                UpdateExpression="SET handoffTo = :to REMOVE handoffAck",
-                ConditionExpression=f"{_OWNED} AND {pending}",
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
-                return False
-            raise
-        return True
+        return await self._if(
+            lease.key, "SET handoffTo = :to REMOVE handoffAck", f"{_OWNED} AND {pending}", values
+        )
 
     @aws_errors
     async def acknowledge(self, key: str, to: str) -> bool:
         """Write ``handoffAck`` if ``handoffTo`` names ``to`` (the counter stays)."""
+        return await self._if(key, "SET handoffAck = :to", "handoffTo = :to", {":to": {"S": to}})
+
+    async def _if(self, key: str, expression: str, condition: str, values: dict[str, Any]) -> bool:
+        """A conditional UpdateItem that is not a fenced write: False when the condition
+        (or the table) is not there, instead of a lost lease."""
         try:
             await self._client.update_item(
                 TableName=self._table,
                 Key={"leaseKey": {"S": key}},
-                UpdateExpression="SET handoffAck = :to",
-                ConditionExpression="handoffTo = :to",
-                ExpressionAttributeValues={":to": {"S": to}},
+                UpdateExpression=expression,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
             )
         except ClientError as exc:
             if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):

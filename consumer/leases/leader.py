@@ -209,12 +209,8 @@ class Leader:
                         "lease given", shard_id=lease.key, to=to, previous_owner=lease.owner
                     )
                     return given
-            fresh = await w.store.get_lease(lease.key)
-            if fresh is None:
-                self.view.pop(lease.key, None)
-                return None
-            self.view[lease.key] = fresh
-            if attempt or fresh.owner != lease.owner:
+            fresh = await self._reread_lease(lease.key)
+            if fresh is None or attempt or fresh.owner != lease.owner:
                 return None
             lease = fresh
         return None
@@ -233,17 +229,24 @@ class Leader:
                     "lease hand-off requested", shard_id=lease.key, owner=lease.owner, to=to
                 )
                 return True
-            fresh = await w.store.get_lease(lease.key)
-            if fresh is None:
-                self.view.pop(lease.key, None)
-                return False
-            self.view[lease.key] = fresh
+            fresh = await self._reread_lease(lease.key)
             # Retried only when the counter alone moved: a request that someone else
             # (the owner itself, when it leaves) made meanwhile stands.
-            if attempt or fresh.owner != lease.owner or fresh.handoff_to != lease.handoff_to:
+            if fresh is None or attempt or fresh.owner != lease.owner:
+                return False
+            if fresh.handoff_to != lease.handoff_to:
                 return False
             lease = fresh
         return False
+
+    async def _reread_lease(self, key: str) -> Lease | None:
+        """One lease read again (strongly), into the view; None if it is gone."""
+        fresh = await self.worker.store.get_lease(key)
+        if fresh is None:
+            self.view.pop(key, None)
+        else:
+            self.view[key] = fresh
+        return fresh
 
     async def _remove_dead_slots(self, board: Board) -> None:
         w = self.worker
