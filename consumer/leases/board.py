@@ -31,13 +31,15 @@ its own write, and nobody scans to judge liveness.
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 
 from consumer.leases.decisions import Seen, is_expired
 from consumer.leases.model import Lease
+
+LEAD_SECONDS = 1.0
+"""How often the leader and the next in line beat, and how often the leader plans."""
 
 BOARD_KEY = "lander-board"
 """The board's key in the lease table (shard ids never start with ``lander-``)."""
@@ -128,7 +130,6 @@ class Assignment:
     """Free or orphaned leases, each with the live worker it goes to."""
     handoffs: tuple[tuple[Lease, str], ...] = ()
     """Leases whose live owners are asked to hand them over, with the receiver."""
-    target: int = 0
 
 
 def free_lease(
@@ -205,7 +206,6 @@ def plan_assignment(
     if not receivers or not workable:
         return Assignment()
     weight = weights(workable)
-    target = math.ceil(len(workable) / len(receivers))
     load: dict[str, float] = dict.fromkeys(receivers, 0.0)
     movable: dict[str, list[Lease]] = {}
     leaving: list[Lease] = []
@@ -247,7 +247,7 @@ def plan_assignment(
         handoffs.append((lease, receiver))
         load[giver] -= weight[lease.key]
         load[receiver] += weight[lease.key]
-    return Assignment(give=tuple(give), handoffs=tuple(handoffs), target=target)
+    return Assignment(give=tuple(give), handoffs=tuple(handoffs))
 
 
 def _best_move(

@@ -31,12 +31,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from consumer.leases.board import (
-    Board,
-    Slot,
-    line,
-    watch,
-)
+from consumer.leases.board import LEAD_SECONDS, Board, Slot, line, watch
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.decisions import Seen
 from consumer.leases.handoff import await_ack, await_handoff
@@ -50,8 +45,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("consumer.leases")
 
-LEAD_BEAT_SECONDS = 1.0
-"""How often the leader and the next in line beat (and the leader plans)."""
 LEAVING_BEAT_SECONDS = 0.2
 """How often a leaving worker beats, to see acknowledgements of its hand-offs soon."""
 
@@ -138,7 +131,7 @@ class BoardCoordinator(LeaseCoordinator):
             return LEAVING_BEAT_SECONDS
         position = self.position()
         if position is not None and position <= 1:
-            return min(LEAD_BEAT_SECONDS, self.renew_interval)
+            return min(LEAD_SECONDS, self.renew_interval)
         return self.renew_interval
 
     async def beat_pass(self) -> None:
@@ -383,15 +376,6 @@ class BoardCoordinator(LeaseCoordinator):
     async def lead_pass(self) -> None:
         """The leader's duties, if this worker leads (:class:`.leader.Leader`)."""
         await self.leader.lead_pass()
-
-    async def read_table_eventually(self) -> list[Lease]:
-        """Every lease, eventually consistent (the table is created again if missing)."""
-        try:
-            return await self.store.list_leases(consistent=False)
-        except TableMissingError:
-            self._log.warning("lease table missing; creating it")
-            await self.store.ensure_table()
-            return []
 
     def want_sweep(self) -> None:
         """Have the next leader pass read the leases again (new leases were created)."""

@@ -94,10 +94,10 @@ class LeaseCoordinator:
 
     # -- scanning and acquiring ------------------------------------------------------
 
-    async def read_table(self) -> list[Lease]:
+    async def read_table(self, *, consistent: bool = True) -> list[Lease]:
         """Every lease; a missing table (deleted under us) is created again, empty."""
         try:
-            return await self.store.list_leases()
+            return await self.store.list_leases(consistent=consistent)
         except TableMissingError:
             self._log.warning("lease table missing; creating it")
             await self.store.ensure_table()

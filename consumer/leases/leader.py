@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
-from consumer.leases.board import Board, line, plan_assignment, to_fence
+from consumer.leases.board import LEAD_SECONDS, Board, line, plan_assignment, to_fence
 from consumer.leases.decisions import Seen, observe, ready_keys
 from consumer.leases.model import Lease, LeaseLostError
 
@@ -96,7 +96,7 @@ class Leader:
     async def sweep(self) -> None:
         """Read every lease, eventually consistent: the leader's view."""
         w = self.worker
-        leases = await w.read_table_eventually()
+        leases = await w.read_table(consistent=False)
         self.view = {lease.key: lease for lease in leases}
         self._view_seen = observe(self._view_seen, leases, w.clock())
         self._swept_at = w.clock()
@@ -255,9 +255,6 @@ class Leader:
             if slot.fenced and worker not in named:
                 await w.board_store.remove_slot(worker)
 
-
-LEAD_SECONDS = 1.0
-"""The leader's pass interval (it also beats every second)."""
 
 CONCURRENT_WRITES = 32
 """The leader's lease writes in flight at once (a cold start gives every lease)."""

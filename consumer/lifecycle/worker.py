@@ -46,7 +46,8 @@ import structlog
 from consumer.aws import backoff
 from consumer.config import Settings
 from consumer.errors import LanderError, RefusedError, is_retriable, summary
-from consumer.leases.board_coordinator import LEAD_BEAT_SECONDS, BoardCoordinator
+from consumer.leases.board import LEAD_SECONDS
+from consumer.leases.board_coordinator import BoardCoordinator
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
 from consumer.leases.mixed import refuse_board_workers, refuse_scan_workers
@@ -408,13 +409,13 @@ class Worker:
                 # Under board coordination only the leader lists shards and creates leases.
                 self._synced.set()
                 self.coordinator.listed_shards = None
-                await asyncio.sleep(LEAD_BEAT_SECONDS)
+                await asyncio.sleep(LEAD_SECONDS)
                 continue
             try:
                 if self.board is not None:
                     # The leader's view (swept, and kept by its own writes), not a Scan.
                     view = self.board.leader.current_view()
-                    leases = await self.board.read_table_eventually() if view is None else view
+                    leases = await self.board.read_table(consistent=False) if view is None else view
                 else:
                     leases = await self.coordinator.read_table()
                 self.coordinator.listed_shards = await self.syncer.sync(leases)

@@ -82,6 +82,20 @@ def _apply(leases: list[Lease], plan_give: object, plan_handoffs: object) -> lis
     return [lease.evolve(owner=moved.get(lease.key, lease.owner)) for lease in leases]
 
 
+def _planned(leases: list[Lease], board: Board, live: list[str], seed: int) -> Assignment:
+    """The plan with every lease ready, seen at time 0, no stranger expired."""
+    return plan_assignment(
+        leases,
+        board,
+        live,
+        ready={lease.key for lease in leases},
+        lease_seen={},
+        now=0.0,
+        failover=FAILOVER,
+        rng=random.Random(seed),
+    )
+
+
 @given(tables(), st.integers(0, 2**32))
 def test_plan_gives_only_free_leases_and_balances_to_within_one(
     table: tuple[list[Lease], Board], seed: int
@@ -92,16 +106,7 @@ def test_plan_gives_only_free_leases_and_balances_to_within_one(
     leases, board = table
     seen = watch({}, board, now=0.0)
     live = line(board, seen, 0.0, FAILOVER)
-    plan = plan_assignment(
-        leases,
-        board,
-        live,
-        ready={lease.key for lease in leases},
-        lease_seen={},
-        now=0.0,
-        failover=FAILOVER,
-        rng=random.Random(seed),
-    )
+    plan = _planned(leases, board, live, seed)
     receivers = {w for w in live if not board.slots[w].leaving}
     given_keys = {lease.key for lease, _ in plan.give}
     for lease, to in plan.give:
@@ -135,16 +140,7 @@ def test_plan_gives_only_free_leases_and_balances_to_within_one(
         ):
             raise AssertionError(f"{lease.key} left with a leaving worker")
     # Balanced: a second plan over the result moves nothing.
-    again = plan_assignment(
-        after,
-        board,
-        live,
-        ready={lease.key for lease in after},
-        lease_seen={},
-        now=0.0,
-        failover=FAILOVER,
-        rng=random.Random(seed),
-    )
+    again = _planned(after, board, live, seed)
     assert again.handoffs == ()
 
 
@@ -169,32 +165,15 @@ def test_a_pending_handoff_counts_for_its_receiver_once() -> None:
     board = _board(a=Slot(counter=0, joined=0), b=Slot(counter=0, joined=1, incoming=("s-0",)))
     leases = [Lease(key=f"s-{k}", owner="a", counter=1) for k in range(4)]
     leases[0] = leases[0].evolve(handoff_to="b")
-    plan = plan_assignment(
-        leases,
-        board,
-        ["a", "b"],
-        ready={lease.key for lease in leases},
-        lease_seen={},
-        now=0.0,
-        failover=FAILOVER,
-        rng=random.Random(3),
-    )
+    plan = _planned(leases, board, ["a", "b"], 3)
     assert len(plan.handoffs) == 1  # a: 3, b: 1 -> one more to b
     assert plan.handoffs[0][1] == "b"
     assert plan.handoffs[0][0].key != "s-0"
 
 
 def _plan(leases: list[Lease], board: Board, seed: int = 1) -> tuple[list[Lease], Assignment]:
-    plan = plan_assignment(
-        leases,
-        board,
-        sorted(board.slots, key=lambda w: board.slots[w].joined),
-        ready={lease.key for lease in leases},
-        lease_seen={},
-        now=0.0,
-        failover=FAILOVER,
-        rng=random.Random(seed),
-    )
+    live = sorted(board.slots, key=lambda w: board.slots[w].joined)
+    plan = _planned(leases, board, live, seed)
     return _apply(leases, plan.give, plan.handoffs), plan
 
 
