@@ -36,7 +36,7 @@ from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.decisions import Seen
 from consumer.leases.handoff import await_ack, await_handoff
 from consumer.leases.leader import Leader
-from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.model import Lease, LeaseError, LeaseLostError
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
 from consumer.sequence import Checkpoint
 
@@ -299,12 +299,17 @@ class BoardCoordinator(LeaseCoordinator):
             self.on_handoff(lease.key)
 
     async def give_up(self, key: str, why: str = "shutdown") -> None:
-        """Hand over or release; a release tells the leader (its leases need a home)."""
+        """Hand over or release. A release tells the leader (its leases need a home); a
+        transfer tells the receiver, in case it stopped polling before the transfer
+        came (its next beat then reads its leases and takes this one)."""
         held = self.held.get(key)
-        handing = held is not None and held.handoff_to not in (None, self.worker_id)
+        to = None if held is None else held.handoff_to
         await super().give_up(key, why)
-        if not handing:
+        if to in (None, self.worker_id):
             await self._notify_leader()
+        elif to is not None:
+            with contextlib.suppress(LeaseError):
+                await self.board_store.notify(to)
 
     async def _notify_leader(self) -> None:
         order = line(self.board, self.slot_seen, self.clock(), self.failover)
