@@ -21,6 +21,7 @@ from typing import Any, cast
 from consumer.leases.board import BOARD_KEY, Board
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import WORKER_KEY_PREFIX, Lease, ShardLoad, ShardReport
+from consumer.leases.store import Expect
 from consumer.sequence import Checkpoint, checkpoint_to_item
 
 READ_UNIT, WRITE_UNIT, SCAN_PAGE = 4096, 1024, 1 << 20
@@ -205,12 +206,13 @@ class BilledLeaseStore(MemoryLeaseStore):
         self.bill.read_units += max(1, math.ceil(self._board_size / READ_UNIT))
         return found
 
-    async def join(self, worker: str) -> Board:
+    async def join(
+        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+    ) -> Board:
         """GetItem of the board, then the conditional write of the new slot."""
         await self.read_board()
-        return cast(
-            "Board", await self._billed("UpdateItem board join", BOARD_KEY, super().join(worker))
-        )
+        call = super().join(worker, instance, expect=expect)
+        return cast("Board", await self._billed("UpdateItem board join", BOARD_KEY, call))
 
     async def beat(
         self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0

@@ -34,6 +34,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
+from typing import Literal
 
 from consumer.leases.decisions import Seen, is_expired
 from consumer.leases.model import Lease
@@ -69,6 +70,9 @@ class Slot:
     cpu: float = 0.0
     """The worker process's CPU use between its last two beats, in percent of one core
     (for people and alerts; the plan balances the shards' measured throughput)."""
+    instance: str | None = None
+    """A token the process draws at start: the slot is also the process's claim on
+    its worker id (:func:`claim_slot`). None on slots written before it existed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +82,33 @@ class Board:
     slots: Mapping[str, Slot] = field(default_factory=dict)
     joins: int = 0
     """How many joins the board has seen: the next slot's ``joined``."""
+
+
+ClaimDecision = Literal["join", "wait", "duplicate"]
+
+
+def claim_slot(
+    slot: Slot | None, instance: str, first: Seen | None, now: float, failover: float
+) -> ClaimDecision:
+    """Whether a process may take its worker id's slot: one live process per worker id.
+
+    Two processes under one worker id would each take the other's leases as their own,
+    so the slot doubles as the claim on the id (scan coordination keeps a separate
+    item for it, :mod:`consumer.leases.identity`). ``first`` is the slot's counter as
+    this process first saw it while waiting, on its monotonic clock.
+
+    - No slot, a fenced one, or one this process wrote: ``join`` at once.
+    - Another process's slot: ``wait`` and watch its counter; ``duplicate`` once it
+      moves (that process lives: refuse to start), ``join`` once it stood still for
+      the failover time (that process died; the leader may not have fenced it yet).
+    """
+    if slot is None or slot.fenced or slot.instance == instance:
+        return "join"
+    if first is None:
+        return "wait"
+    if slot.counter != first.counter:
+        return "duplicate"
+    return "join" if now - first.since >= failover else "wait"
 
 
 def watch(seen: Mapping[str, Seen], board: Board, now: float) -> dict[str, Seen]:

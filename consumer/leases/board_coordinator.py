@@ -26,7 +26,8 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -35,6 +36,7 @@ from consumer.leases.board import LEAD_SECONDS, Board, Slot, line, watch
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.decisions import Seen
 from consumer.leases.handoff import await_ack, await_handoff
+from consumer.leases.identity import join_board
 from consumer.leases.leader import Leader
 from consumer.leases.model import Lease, LeaseError, LeaseLostError
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
@@ -65,14 +67,19 @@ class BoardCoordinator(LeaseCoordinator):
         *,
         sweep_seconds: float = 60.0,
         clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
+        instance: str | None = None,
     ) -> None:
         super().__init__(
             store, worker_id, failover, renew_interval, clock=clock, rng=rng, metrics=metrics
         )
         self.board_store = store
         self.sweep_seconds = sweep_seconds
+        self.sleep = sleep
+        self.instance = instance or uuid.uuid4().hex
+        """This process's token on its slot: its claim on the worker id."""
         self.slot: Slot | None = None
         """This worker's slot as its last beat wrote it (None until joined)."""
         self.board = Board()
@@ -96,20 +103,24 @@ class BoardCoordinator(LeaseCoordinator):
     # -- beats -----------------------------------------------------------------------
 
     async def join(self) -> None:
-        """Take a fresh slot, then the leases that already name this worker (a restart
-        under the same worker id)."""
+        """Take a fresh slot (the process's claim on its worker id), then the leases
+        that already name this worker (a restart under the same worker id)."""
         started = self.clock()
         try:
-            board = await self.board_store.join(self.worker_id)
+            board = await self._join()
         except TableMissingError:
             self._log.warning("lease table missing; creating it")
             await self.store.ensure_table()
             started = self.clock()
-            board = await self.board_store.join(self.worker_id)
+            board = await self._join()
         self._accept(board, started)
         self._read = len(self.slot.incoming) if self.slot else 0
         self._log.info("joined the board", joined=self.slot.joined if self.slot else None)
         await self.read_own_leases()
+
+    async def _join(self) -> Board:
+        claim = (self.board_store, self.worker_id, self.instance, self.failover)
+        return await join_board(*claim, clock=self.clock, sleep=self.sleep)
 
     def fresh(self) -> bool:
         """Whether this worker is inside its acting window."""

@@ -6,7 +6,8 @@ Item layout (``leaseKey`` = ``lander-board``)::
                                          n (N) leases held, l (BOOL) leaving,
                                          i (L of S) incoming lease keys, f (BOOL) fenced,
                                          u (N) CPU percent, t (N) wall-clock ms of
-                                         the last beat, for people}
+                                         the last beat, for people, p (S) the
+                                         process's token: its claim on the worker id}
 
 Every beat is an UpdateItem on the worker's own map, conditioned on its counter and on
 it not being fenced, returning the whole item (``ALL_NEW``): the read every worker
@@ -30,7 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from consumer.aws import error_code, http_status
 from consumer.leases.board import BOARD_KEY, Board, Slot
 from consumer.leases.model import RESERVED_PREFIX, wall_ms
-from consumer.leases.store import LeaseStoreError, SlotLostError, TableMissingError
+from consumer.leases.store import Expect, LeaseStoreError, SlotLostError, TableMissingError
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -49,6 +50,7 @@ _THROTTLED = {
     "RequestLimitExceeded",
     "LimitExceededException",
 }
+_NO_INDEX = ("AccessDeniedException", "LimitExceededException", "ResourceInUseException")
 _LIVE = "attribute_exists(slots.#w) AND attribute_not_exists(slots.#w.f)"
 
 
@@ -138,11 +140,7 @@ class DynamoBoard:
             )
         except ClientError as exc:
             code = error_code(exc)
-            if code not in (
-                "AccessDeniedException",
-                "LimitExceededException",
-                "ResourceInUseException",
-            ):
+            if code not in _NO_INDEX:
                 raise
             log.warning(
                 "could not add the lease owner index; owners are found by Scan meanwhile",
@@ -220,7 +218,9 @@ class DynamoBoard:
         return Board() if item is None else board_from_item(item)
 
     @aws_errors
-    async def join(self, worker: str) -> Board:
+    async def join(
+        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+    ) -> Board:
         """Put a fresh slot, conditioned on the board's join count and on the previous
         slot's counter, so neither a concurrent join nor a late beat is overwritten."""
         for _ in range(JOIN_ATTEMPTS):
@@ -228,19 +228,22 @@ class DynamoBoard:
             if not board.slots and board.joins == 0:
                 await self._create_board()
             previous = board.slots.get(worker)
+            if expect not in ("any", None if previous is None else previous.counter):
+                raise SlotLostError(f"board slot of {worker} changed before the join")
+            slot: dict[str, Any] = {
+                "c": {"N": str(0 if previous is None else previous.counter + 1)},
+                "j": {"N": str(board.joins)},
+                "g": {"N": "0"},
+                "n": {"N": "0"},
+                "l": {"BOOL": False},
+                "i": {"L": []},
+            }
+            if instance is not None:
+                slot["p"] = {"S": instance}
             values: dict[str, Any] = {
                 ":joins": {"N": str(board.joins)},
                 ":next": {"N": str(board.joins + 1)},
-                ":slot": {
-                    "M": {
-                        "c": {"N": str(0 if previous is None else previous.counter + 1)},
-                        "j": {"N": str(board.joins)},
-                        "g": {"N": "0"},
-                        "n": {"N": "0"},
-                        "l": {"BOOL": False},
-                        "i": {"L": []},
-                    }
-                },
+                ":slot": {"M": slot},
             }
             condition = "joins = :joins AND attribute_not_exists(slots.#w)"
             if previous is not None:
@@ -392,4 +395,5 @@ def _slot(raw: Mapping[str, Any]) -> Slot:
         incoming=tuple(entry["S"] for entry in raw.get("i", {}).get("L", [])),
         cpu=float(raw.get("u", {}).get("N", "0")),
         beat_ms=int(raw["t"]["N"]) if "t" in raw else None,
+        instance=raw["p"]["S"] if "p" in raw else None,
     )

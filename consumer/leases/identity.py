@@ -1,5 +1,9 @@
 """One live process per worker id: the id itself is held like a lease.
 
+Under board coordination the claim is the worker's board slot (:func:`join_board`,
+decided by :func:`consumer.leases.board.claim_slot`): no item, no renewals of its own.
+Under scan coordination it is an item of its own (:class:`WorkerClaim`):
+
 Two processes under one worker id defeat the lease protocol: each takes the other's
 leases as its own ("the table says I own it"), checkpoints stall and nothing says why.
 So a worker first claims its id: an item ``lander-worker:<id>`` in the lease table,
@@ -27,9 +31,10 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from consumer.errors import RefusedError
+from consumer.leases.board import Board, claim_slot
 from consumer.leases.decisions import Seen, is_expired, observe
 from consumer.leases.model import WORKER_KEY_PREFIX, Lease, LeaseLostError
-from consumer.leases.store import LeaseStore
+from consumer.leases.store import BoardStore, LeaseStore, SlotLostError
 from consumer.sequence import Sentinel
 
 log = structlog.get_logger("consumer.leases")
@@ -133,3 +138,41 @@ class WorkerClaim:
         with contextlib.suppress(LeaseLostError):
             await self.store.release(self.lease)
         self.lease = None
+
+
+async def join_board(
+    board_store: BoardStore,
+    worker_id: str,
+    instance: str,
+    failover: float,
+    *,
+    clock: Callable[[], float],
+    sleep: Callable[[float], Awaitable[None]],
+) -> Board:
+    """Take this worker id's slot for the process ``instance``: at once if it is free,
+    fenced or this process's own, after watching another process's slot stand still
+    for the failover time; raise :class:`DuplicateWorkerError` if that one beats."""
+    first: Seen | None = None
+    while True:
+        board = await board_store.read_board()
+        slot = board.slots.get(worker_id)
+        decision = claim_slot(slot, instance, first, clock(), failover)
+        if decision == "duplicate":
+            raise DuplicateWorkerError(worker_id, "its slot on the lease table's board beats")
+        if decision == "join":
+            expect = None if slot is None else slot.counter
+            try:
+                return await board_store.join(worker_id, instance, expect=expect)
+            except SlotLostError:
+                first = None  # it changed under us: look again
+                continue
+        if first is None:
+            assert slot is not None
+            first = Seen(slot.counter, clock())
+            log.info(
+                "worker id's board slot held by another process; waiting to see whether it "
+                "is alive",
+                worker_id=worker_id,
+                up_to_seconds=failover,
+            )
+        await sleep(min(0.5, failover / 6))

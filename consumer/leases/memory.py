@@ -19,7 +19,7 @@ from consumer.leases.model import (
     ShardReport,
     wall_ms,
 )
-from consumer.leases.store import SlotLostError, TableMissingError
+from consumer.leases.store import Expect, SlotLostError, TableMissingError
 from consumer.sequence import Checkpoint
 
 
@@ -202,13 +202,18 @@ class MemoryLeaseStore:
         """The board (empty if missing)."""
         return self._board()
 
-    async def join(self, worker: str) -> Board:
-        """A fresh slot for ``worker``."""
+    async def join(
+        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+    ) -> Board:
+        """A fresh slot for ``worker`` if the slot there is as expected."""
         board = self._board()
         previous = board.slots.get(worker)
+        if expect not in ("any", None if previous is None else previous.counter):
+            raise SlotLostError(f"board slot of {worker} changed before the join")
         counter = 0 if previous is None else previous.counter + 1
         self.board = replace(board, joins=board.joins + 1)
-        return self._put(worker, Slot(counter=counter, joined=board.joins))
+        slot = Slot(counter=counter, joined=board.joins, instance=instance)
+        return self._put(worker, slot)
 
     async def beat(
         self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0

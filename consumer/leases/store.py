@@ -12,11 +12,14 @@ logic tests) and :mod:`.dynamo` (DynamoDB, or an emulator of it).
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from typing import Protocol
+from typing import Literal, Protocol
 
 from consumer.leases.board import Board
 from consumer.leases.model import Lease, LeaseError, ShardLoad, ShardReport
 from consumer.sequence import Checkpoint
+
+Expect = int | None | Literal["any"]
+"""What a join may replace: a slot with this counter, no slot (None), or any."""
 
 
 class LeaseStore(Protocol):
@@ -79,9 +82,15 @@ class BoardStore(Protocol):
     async def read_board(self) -> Board:
         """The board, strongly consistent; an empty board if it does not exist yet."""
 
-    async def join(self, worker: str) -> Board:
-        """Put a fresh slot for ``worker`` (replacing one a previous process of the same
-        worker id left: the worker-id claim proved that one dead or gone)."""
+    async def join(
+        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+    ) -> Board:
+        """Put a fresh slot for ``worker``, owned by the process ``instance``. With
+        ``expect`` a counter, only over a slot that still has it (one a previous
+        process of the same worker id left, proved dead or gone by
+        :func:`~consumer.leases.board.claim_slot`); with None, only where there is no
+        slot; else over whatever is there. Raises :class:`SlotLostError` when the slot
+        is not as expected."""
 
     async def beat(
         self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0

@@ -135,7 +135,12 @@ class Worker:
                 rng=rng,
                 metrics=self.metrics,
             )
-        self.claim = WorkerClaim(store, settings.worker_id, settings.failover_seconds)
+        # Under board coordination the board slot is the claim on the worker id.
+        self.claim = (
+            None
+            if self.board is not None
+            else WorkerClaim(store, settings.worker_id, settings.failover_seconds)
+        )
         self.probe = probe
         self.metrics.leases_held.set_function(lambda: len(self.coordinator.held))
         self.metrics.ready.set_function(lambda: 1.0 if self.health().ready else 0.0)
@@ -177,7 +182,11 @@ class Worker:
         """
         age = None if self._last_contact is None else time.monotonic() - self._last_contact
         reachable = age is not None and age < self.settings.failover_seconds
-        claimed = self.claim.lease is not None
+        claimed = (
+            self.claim.lease is not None
+            if self.claim is not None
+            else self.board is not None and self.board.slot is not None
+        )
         ready = self._running and claimed and self._synced.is_set() and reachable
         ready = ready and self.unfit is None and not self._stopping.is_set()
         detail: dict[str, object] = {
@@ -204,7 +213,8 @@ class Worker:
 
     async def _run(self) -> None:
         await self.store.ensure_table()
-        await self.claim.acquire()
+        if self.claim is not None:
+            await self.claim.acquire()
         # One coordination mode per table (consumer.leases.mixed).
         refuse = refuse_scan_workers if self.board is not None else refuse_board_workers
         await refuse(
@@ -252,7 +262,7 @@ class Worker:
         if self._probing is not None:
             self._probing.cancel()
             await asyncio.gather(self._probing, return_exceptions=True)
-        if failure is None:
+        if failure is None and self.claim is not None:
             with contextlib.suppress(LanderError, OSError):
                 await self.claim.release()
         self._log.info("worker stopped")
@@ -271,7 +281,6 @@ class Worker:
         return [
             asyncio.create_task(self._loop("beat", self._beat_pass, board.beat_delay)),
             asyncio.create_task(self._loop("lead", board.lead_pass, board.leader.delay)),
-            asyncio.create_task(self._loop("claim", self.claim.renew, self._renew_delay)),
         ]
 
     async def _beat_pass(self) -> None:
@@ -361,7 +370,8 @@ class Worker:
         lost, handoffs = await self.coordinator.renew_all()
         # After the shards: a renewal refused here means another process runs under
         # this worker's id, which stops this one (DuplicateWorkerError is not transient).
-        await self.claim.renew()
+        if self.claim is not None:
+            await self.claim.renew()
         for key in lost:
             self._lose(key)
         for key in handoffs:

@@ -40,6 +40,27 @@ async def test_racing_joins_all_get_distinct_places(table: Table) -> None:
     assert sorted(slot.joined for slot in board.slots.values()) == list(range(6))
 
 
+async def test_a_join_carries_its_process_and_replaces_only_the_slot_expected(
+    table: Table,
+) -> None:
+    """The slot records the joining process's token; a join that expects no slot, or a
+    slot at a counter it no longer has, is refused (a beat came between the claim's
+    last look and its write) and changes nothing."""
+    store = table.store
+    board = await store.join("w-a", "process-1", expect=None)
+    assert board.slots["w-a"].instance == "process-1"
+    with pytest.raises(SlotLostError):
+        await store.join("w-a", "process-2", expect=None)
+    await store.beat("w-a", 0, held=0, leaving=False, read=0)
+    with pytest.raises(SlotLostError):
+        await store.join("w-a", "process-2", expect=0)
+    assert (await store.read_board()).slots["w-a"].instance == "process-1"
+    board = await store.join("w-a", "process-2", expect=1)
+    assert board.slots["w-a"].instance == "process-2"
+    assert board.slots["w-a"].counter == 2
+    assert (await store.read_board()).slots["w-a"].instance == "process-2"
+
+
 async def test_beat_is_fenced_by_counter_and_fence(table: Table) -> None:
     """A beat with the last counter succeeds and returns every slot; a stale counter,
     a fenced slot or a missing one is refused."""

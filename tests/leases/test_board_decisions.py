@@ -14,12 +14,14 @@ from consumer.leases.board import (
     Assignment,
     Board,
     Slot,
+    claim_slot,
     line,
     plan_assignment,
     slot_expired,
     to_fence,
     watch,
 )
+from consumer.leases.decisions import Seen
 from consumer.leases.model import Lease, ShardLoad
 
 FAILOVER = 10.0
@@ -240,3 +242,59 @@ def test_uneven_loads_still_split_four_leases_two_and_two() -> None:
     after, plan = _plan(leases, board)
     assert len(plan.handoffs) == 2
     assert Counter(lease.owner for lease in after) == {"w4": 2, "w5": 2}
+
+
+def test_a_slot_is_claimed_at_once_when_free_fenced_or_its_own() -> None:
+    """No slot, a fenced one, or one this process wrote: no waiting."""
+    other = Slot(counter=4, joined=0, instance="other")
+    assert claim_slot(None, "me", None, 0.0, FAILOVER) == "join"
+    assert claim_slot(Slot(4, 0, fenced=True, instance="other"), "me", None, 0.0, FAILOVER) == (
+        "join"
+    )
+    assert claim_slot(Slot(4, 0, instance="me"), "me", None, 0.0, FAILOVER) == "join"
+    assert claim_slot(other, "me", None, 0.0, FAILOVER) == "wait"
+    # A slot from before the token existed is watched like another process's.
+    assert claim_slot(Slot(4, 0), "me", None, 0.0, FAILOVER) == "wait"
+
+
+@given(
+    beats=st.lists(st.floats(0.05, FAILOVER * 0.95), min_size=1, max_size=40),
+    dies_after=st.integers(0, 40),
+    polls=st.lists(st.floats(0.01, FAILOVER / 6), min_size=1, max_size=200),
+)
+def test_a_live_holder_is_never_replaced_and_a_dead_one_only_after_failover(
+    beats: list[float], dies_after: int, polls: list[float]
+) -> None:
+    """Another process beats at gaps under the failover time, then perhaps dies. A
+    newcomer that polls the slot as :func:`join_board` does never joins while the
+    holder still beats within the failover time, refuses once it sees a beat, and
+    joins a dead holder's slot no sooner than failover after its last beat."""
+    beat_times: list[float] = []
+    t = 0.0
+    for gap in beats[:dies_after]:
+        t += gap
+        beat_times.append(t)
+
+    def counter_at(now: float) -> int:
+        return sum(1 for b in beat_times if b <= now)
+
+    now = 0.0
+    first: Seen | None = None
+    for poll in polls:
+        slot = Slot(counter=counter_at(now), joined=0, instance="holder")
+        decision = claim_slot(slot, "newcomer", first, now, FAILOVER)
+        if decision == "join":
+            last_beat = max([0.0, *(b for b in beat_times if b <= now)])
+            assert now - last_beat >= FAILOVER, "joined over a holder that beat"
+            return
+        if decision == "duplicate":
+            assert first is not None
+            assert counter_at(now) > first.counter, "refused without seeing a beat"
+            return
+        if first is None:
+            first = Seen(slot.counter, now)
+        undecided_at = now
+        now += poll
+    # Still waiting: only because the failover time has not passed since it looked.
+    assert first is not None
+    assert undecided_at - first.since < FAILOVER

@@ -127,7 +127,8 @@ def test_a_small_board_fleet_reads_only_the_sweep_and_takes_over_within_the_boun
     result = simulate(20, 4, coordination="board")
     cold = result["cold_start"]
     assert cold["seconds_to_balance"] is not None
-    assert cold["calls"]["PutItem create"] == 20 + 4
+    # The leases only: each worker's board slot is its claim on its worker id.
+    assert cold["calls"]["PutItem create"] == 20
     assert "PutItem create (condition failed)" not in cold["calls"]
     assert result["die"]["seconds_to_balance"] <= 10 + 10 / 3 + 1
     assert result["die"]["calls"]["UpdateItem board fence"] == 1
@@ -135,6 +136,7 @@ def test_a_small_board_fleet_reads_only_the_sweep_and_takes_over_within_the_boun
     steady = result["steady"]["calls"]
     assert "Scan (strong)" not in steady
     assert "UpdateItem renew" not in steady
+    assert "UpdateItem renew (worker id)" not in steady
     assert steady["Scan (eventual)"] * 20 <= 2  # the sweep, once a minute
     # The leader and the deputy beat every second, the other two every renew interval.
     beats = 2 * 60 / 1.0 + 2 * 60 / (10 / 3)

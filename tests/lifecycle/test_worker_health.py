@@ -11,9 +11,10 @@ import pytest
 from consumer.config import Settings, load_settings
 from consumer.landing.lander import Lander
 from consumer.landing.objects import MemoryObjectStore, ObjectStoreError, PutOutcome, probe
-from consumer.leases.identity import DuplicateWorkerError, WorkerClaim
+from consumer.leases.identity import DuplicateWorkerError, WorkerClaim, join_board
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import WORKER_KEY_PREFIX
+from consumer.leases.store import SlotLostError
 from consumer.lifecycle.shard_consumer import ShardProgress
 from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
@@ -55,9 +56,13 @@ def _settings(name: str, **extra: object) -> Settings:
 
 
 def _lander_worker(
-    stream: MemoryStream, store: MemoryLeaseStore, archive: MemoryObjectStore, name: str
+    stream: MemoryStream,
+    store: MemoryLeaseStore,
+    archive: MemoryObjectStore,
+    name: str,
+    coordination: str = "scan",
 ) -> Worker:
-    settings = _settings(name)
+    settings = _settings(name, coordination=coordination)
     metrics = LanderMetrics()
 
     async def check() -> None:
@@ -184,15 +189,17 @@ async def test_a_shard_that_fails_while_the_probe_passes_is_retried_in_place() -
     await asyncio.wait_for(task, 15)
 
 
-async def test_a_second_live_process_under_one_worker_id_is_refused() -> None:
+@pytest.mark.parametrize("coordination", ["scan", "board"])
+async def test_a_second_live_process_under_one_worker_id_is_refused(coordination: str) -> None:
     """Two workers with one id: the second refuses to start with an error naming the
-    id; the first keeps its claim and its leases."""
+    id; the first keeps its claim and its leases. A graceful stop gives the id up
+    (scan: the claim item released; board: the slot, which is the claim, removed)."""
     stream = MemoryStream(2)
     store = MemoryLeaseStore()
-    first = _lander_worker(stream, store, MemoryObjectStore(), "same")
+    first = _lander_worker(stream, store, MemoryObjectStore(), "same", coordination)
     first_task = asyncio.create_task(first.run())
     await _until(lambda: first.health().ready and len(first.coordinator.held) == 2)
-    second = _lander_worker(stream, store, MemoryObjectStore(), "same")
+    second = _lander_worker(stream, store, MemoryObjectStore(), "same", coordination)
     with pytest.raises(DuplicateWorkerError, match="'same'"):
         await asyncio.wait_for(second.run(), 10)
     assert first.health().ready
@@ -200,8 +207,49 @@ async def test_a_second_live_process_under_one_worker_id_is_refused() -> None:
     first.request_stop()
     await asyncio.wait_for(first_task, 10)
     claim = await store.get_lease(WORKER_KEY_PREFIX + "same")
-    assert claim is not None
-    assert claim.owner is None, "a graceful stop releases the id"
+    if coordination == "scan":
+        assert claim is not None
+        assert claim.owner is None, "a graceful stop releases the id"
+    else:
+        assert claim is None, "under board coordination the slot is the claim"
+        assert "same" not in (await store.read_board()).slots
+
+
+async def test_a_dead_process_board_slot_is_taken_over_and_its_zombie_refused() -> None:
+    """Board coordination: a slot whose counter stands still is taken after the
+    failover time, a fenced one at once; the old process's beat is refused, and when it
+    tries to join again while the new one beats, it is told another process runs."""
+    store = MemoryLeaseStore()
+    await store.ensure_table()
+    now = [0.0]
+
+    async def tick(seconds: float) -> None:
+        now[0] += seconds
+
+    def clock() -> float:
+        return now[0]
+
+    await join_board(store, "w", "dead", 10, clock=clock, sleep=tick)
+    board = await join_board(store, "w", "heir", 10, clock=clock, sleep=tick)
+    assert now[0] >= 10
+    assert board.slots["w"].instance == "heir"
+    with pytest.raises(SlotLostError):
+        await store.beat("w", 0, held=0, leaving=False, read=0)
+
+    async def heir_beats(seconds: float) -> None:
+        now[0] += seconds
+        counter = (await store.read_board()).slots["w"].counter
+        await store.beat("w", counter, held=0, leaving=False, read=0)
+
+    with pytest.raises(DuplicateWorkerError, match="'w'"):
+        await join_board(store, "w", "dead", 10, clock=clock, sleep=heir_beats)
+    assert (await store.read_board()).slots["w"].instance == "heir"
+    assert await store.fence("w", (await store.read_board()).slots["w"].counter)
+    before = now[0]
+    board = await join_board(store, "w", "third", 10, clock=clock, sleep=tick)
+    assert now[0] == before
+    assert board.slots["w"].instance == "third"
+    assert not board.slots["w"].fenced
 
 
 async def test_a_dead_process_claim_is_taken_over_after_the_failover_time() -> None:
