@@ -271,9 +271,13 @@ class BilledLeaseStore(MemoryLeaseStore):
         )
 
     async def checkpoint(
-        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+        self,
+        lease: Lease,
+        checkpoint: Checkpoint,
+        load: ShardLoad | None = None,
+        lag_ms: int | None = None,
     ) -> Lease:
-        call = super().checkpoint(lease, checkpoint, load)
+        call = super().checkpoint(lease, checkpoint, load, lag_ms)
         return cast("Lease", await self._billed("UpdateItem checkpoint", lease.key, call))
 
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:

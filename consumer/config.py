@@ -53,7 +53,7 @@ CaseInsensitive = BeforeValidator(_lower)
 """Put on a ``Literal`` of lower-case choices: the value is lower-cased before the check."""
 
 LogFormat = Annotated[Literal["auto", "json", "console"], CaseInsensitive]
-Coordination = Annotated[Literal["scan", "board"], CaseInsensitive]
+Coordination = Annotated[Literal["auto", "scan", "board"], CaseInsensitive]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensitive]
 PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
 
@@ -107,12 +107,15 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="How often the stream's shards are listed."
     )
     coordination: Coordination = Field(
-        default="scan",
-        description="How workers share shards. scan: every worker scans the lease table "
-        "each second to judge expiry and balance (read cost grows with workers x "
-        "shards). board: workers heartbeat on one board item, a leader fences dead "
-        "workers and assigns leases (read cost flat in the number of workers; "
-        "docs/consumer.md). Every worker of a lease table must use the same mode.",
+        default="auto",
+        description="How workers share shards. board: workers heartbeat on one board "
+        "item, a leader fences dead workers and assigns leases (read cost flat in the "
+        "number of workers; docs/consumer.md). scan: every worker scans the lease table "
+        "each second to judge expiry and balance (read cost grows with workers x shards; "
+        "the only mode of earlier releases). auto: the mode of the live workers on the table, "
+        "board where none run, so a rolling upgrade of a scan fleet stays in scan until "
+        "the fleet is stopped once. Every worker of a lease table must use the same mode: "
+        "an explicit mode refuses to start beside live workers of the other.",
     )
     lease_sweep_seconds: float = Field(
         default=60.0,

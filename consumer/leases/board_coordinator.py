@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -39,6 +38,7 @@ from consumer.leases.handoff import await_ack, await_handoff
 from consumer.leases.identity import join_board
 from consumer.leases.leader import Leader
 from consumer.leases.model import Lease, LeaseError, LeaseLostError
+from consumer.leases.reports import CpuMeter, TroubleReports, write_report
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
 from consumer.sequence import Checkpoint
 
@@ -92,7 +92,8 @@ class BoardCoordinator(LeaseCoordinator):
         self.on_handoff: Callable[[str], None] = _ignore
         self.on_lost: Callable[[str], None] = _ignore
         self._read = 0
-        self._cpu_at: tuple[float, float] | None = None
+        self.cpu = CpuMeter()
+        self.troubles = TroubleReports(renew_interval)
         self._notices: int | None = None
         self._beat_lock = asyncio.Lock()
         self.waits: dict[str, asyncio.Task[None]] = {}
@@ -170,22 +171,13 @@ class BoardCoordinator(LeaseCoordinator):
                     held=len(self.held),
                     leaving=self.leaving,
                     read=read,
-                    cpu=self._cpu_percent(),
+                    cpu=self.cpu.percent(),
                 )
             except SlotLostError as exc:
                 self._lose_all(str(exc))
                 raise LeaseLostError("*", str(exc)) from None
             self._read -= read
             self._accept(board, started)
-
-    def _cpu_percent(self) -> float:
-        """This process's CPU use since the previous beat, in percent of one core."""
-        now, used = time.monotonic(), time.process_time()
-        then = self._cpu_at
-        self._cpu_at = (now, used)
-        if then is None or now <= then[0]:
-            return 0.0
-        return round(100 * (used - then[1]) / (now - then[0]), 1)
 
     def _accept(self, board: Board, started: float) -> None:
         self.board = board
@@ -200,8 +192,12 @@ class BoardCoordinator(LeaseCoordinator):
         self._notices = None
         self._read = 0
         for key in list(self.held):
-            self._mark_lost(key, reason)
-            self.on_lost(key)
+            self.lose(key, reason)
+
+    def lose(self, key: str, reason: str) -> None:
+        """Mark a held lease lost and stop its shard."""
+        self._mark_lost(key, reason)
+        self.on_lost(key)
 
     async def _after_beat(self) -> None:
         slot = self.slot
@@ -215,6 +211,8 @@ class BoardCoordinator(LeaseCoordinator):
         if self._notices != slot.notices:
             await self.read_own_leases()
             self._notices = slot.notices
+        for key in self.troubles.due(self.reports, set(self.held), self.clock()):
+            await write_report(self, key)
 
     async def ensure_valid(self, key: str) -> None:
         """Raise LeaseLostError unless the lease is certainly still ours right now."""

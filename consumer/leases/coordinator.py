@@ -270,7 +270,7 @@ class LeaseCoordinator:
             started = self.clock()
             try:
                 held.lease = await self.store.checkpoint(
-                    held.lease, checkpoint, self.loads.get(key)
+                    held.lease, checkpoint, self.loads.get(key), self.lag_ms.get(key)
                 )
             except LeaseLostError as exc:
                 self._mark_lost(key, exc.reason)

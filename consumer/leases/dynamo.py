@@ -190,10 +190,15 @@ class DynamoLeaseStore(DynamoBoard):
 
     @aws_errors
     async def checkpoint(
-        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+        self,
+        lease: Lease,
+        checkpoint: Checkpoint,
+        load: ShardLoad | None = None,
+        lag_ms: int | None = None,
     ) -> Lease:
         """Record progress, fenced; the load as KCL 3.x's ``throughputKBps`` and the
-        lander's ``recordsPerSecond``."""
+        lander's ``recordsPerSecond``, and the lag (board workers renew nothing, so
+        their checkpoints carry it to ``lander status``)."""
         value, sub = checkpoint_to_item(checkpoint)
         expression = (
             "SET leaseCounter = :next, checkpoint = :cp, checkpointSubSequenceNumber = :sub, "
@@ -204,6 +209,9 @@ class DynamoLeaseStore(DynamoBoard):
             expression += ", throughputKBps = :kbps, recordsPerSecond = :rps"
             values[":kbps"] = {"N": f"{load.kb_per_second:.3f}"}
             values[":rps"] = {"N": f"{load.records_per_second:.3f}"}
+        if lag_ms is not None:
+            expression += ", millisBehindLatest = :lag"
+            values[":lag"] = {"N": str(lag_ms)}
         return await self._update(lease, expression, values)
 
     @aws_errors

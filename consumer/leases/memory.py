@@ -115,7 +115,11 @@ class MemoryLeaseStore:
         return renewed
 
     async def checkpoint(
-        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+        self,
+        lease: Lease,
+        checkpoint: Checkpoint,
+        load: ShardLoad | None = None,
+        lag_ms: int | None = None,
     ) -> Lease:
         """Record progress if still ours."""
         table = self._fenced(lease)
@@ -126,6 +130,7 @@ class MemoryLeaseStore:
             counter=lease.counter + 1,
             updated_ms=wall_ms(),
             load=current.load if load is None else load,
+            lag_ms=current.lag_ms if lag_ms is None else lag_ms,
         )
         table[lease.key] = done
         return done

@@ -50,10 +50,14 @@ class LeaseStore(Protocol):
         The returned lease shows any hand-off request."""
 
     async def checkpoint(
-        self, lease: Lease, checkpoint: Checkpoint, load: ShardLoad | None = None
+        self,
+        lease: Lease,
+        checkpoint: Checkpoint,
+        load: ShardLoad | None = None,
+        lag_ms: int | None = None,
     ) -> Lease:
-        """Record progress (and the shard's measured load), fenced by counter and
-        owner; counter + 1."""
+        """Record progress (and the shard's measured load and lag), fenced by counter
+        and owner; counter + 1."""
 
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
         """Ask the owner to hand the lease to ``to``; False if it changed meanwhile or a

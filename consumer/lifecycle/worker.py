@@ -50,7 +50,11 @@ from consumer.leases.board import LEAD_SECONDS
 from consumer.leases.board_coordinator import BoardCoordinator
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
-from consumer.leases.mixed import refuse_board_workers, refuse_scan_workers
+from consumer.leases.mixed import (
+    choose_coordination,
+    refuse_board_workers,
+    refuse_scan_workers,
+)
 from consumer.leases.model import ShardLoad, ShardReport
 from consumer.leases.store import CoordinatedStore, LeaseStore
 from consumer.lifecycle.processor import Probe, ProcessorFactory
@@ -109,46 +113,20 @@ class Worker:
         self.stream = stream
         self.store = store
         self.processor_factory = processor_factory
+        self._rng = rng
         self.board: BoardCoordinator | None = None
         """Set under board coordination (the same object as :attr:`coordinator`)."""
         self.coordinator: LeaseCoordinator
-        if settings.coordination == "board":
-            self.board = BoardCoordinator(
-                cast(CoordinatedStore, store),
-                settings.worker_id,
-                settings.failover_seconds,
-                settings.renew_interval,
-                sweep_seconds=settings.lease_sweep_seconds,
-                rng=rng,
-                metrics=self.metrics,
-            )
-            self.board.on_taken = lambda lease: self._start_shard(lease.key)
-            self.board.on_handoff = self._hand_off
-            self.board.on_lost = self._lose
-            self.coordinator = self.board
-        else:
-            self.coordinator = LeaseCoordinator(
-                store,
-                settings.worker_id,
-                settings.failover_seconds,
-                settings.renew_interval,
-                rng=rng,
-                metrics=self.metrics,
-            )
-        # Under board coordination the board slot is the claim on the worker id.
-        self.claim = (
-            None
-            if self.board is not None
-            else WorkerClaim(store, settings.worker_id, settings.failover_seconds)
-        )
+        self.claim: WorkerClaim | None = None
+        self.syncer: ShardSyncer
+        # ``auto`` is settled against the table at start (consumer.leases.mixed); until
+        # then the worker is set up for the board, which an empty table gets.
+        self._configure("scan" if settings.coordination == "scan" else "board")
         self.probe = probe
         self.metrics.leases_held.set_function(lambda: len(self.coordinator.held))
         self.metrics.ready.set_function(lambda: 1.0 if self.health().ready else 0.0)
         self.metrics.landing_healthy.set(1)
         self.metrics.worker_info.labels(self.worker_id, version()).set(1)
-        initial, self._timestamp = settings.start_position
-        batch = CREATE_BATCH if self.board is not None else 1
-        self.syncer = ShardSyncer(stream, store, initial, batch=batch)
         self.consumers: dict[str, ShardConsumer] = {}
         self.shard_tasks: dict[str, asyncio.Task[None]] = {}
         self.progress: dict[str, ShardProgress] = {}
@@ -163,6 +141,45 @@ class Worker:
         self._running = False
         self._last_contact: float | None = None
         self._log = log.bind(worker_id=self.worker_id)
+
+    def _configure(self, mode: str) -> None:
+        """Set up the coordinator, the worker-id claim and the shard syncer for one
+        coordination mode (before :meth:`run` starts anything)."""
+        settings, store = self.settings, self.store
+        self.coordination = mode
+        self.board = None
+        if mode == "board":
+            self.board = BoardCoordinator(
+                cast(CoordinatedStore, store),
+                settings.worker_id,
+                settings.failover_seconds,
+                settings.renew_interval,
+                sweep_seconds=settings.lease_sweep_seconds,
+                rng=self._rng,
+                metrics=self.metrics,
+            )
+            self.board.on_taken = lambda lease: self._start_shard(lease.key)
+            self.board.on_handoff = self._hand_off
+            self.board.on_lost = self._lose
+            self.coordinator = self.board
+        else:
+            self.coordinator = LeaseCoordinator(
+                store,
+                settings.worker_id,
+                settings.failover_seconds,
+                settings.renew_interval,
+                rng=self._rng,
+                metrics=self.metrics,
+            )
+        # Under board coordination the board slot is the claim on the worker id.
+        self.claim = (
+            None
+            if self.board is not None
+            else WorkerClaim(store, settings.worker_id, settings.failover_seconds)
+        )
+        initial, self._timestamp = settings.start_position
+        batch = CREATE_BATCH if self.board is not None else 1
+        self.syncer = ShardSyncer(self.stream, store, initial, batch=batch)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -213,21 +230,25 @@ class Worker:
 
     async def _run(self) -> None:
         await self.store.ensure_table()
+        # One coordination mode per table (consumer.leases.mixed).
+        table = cast(CoordinatedStore, self.store)
+        name, failover = self.settings.lease_table, self.settings.failover_seconds
+        if self.settings.coordination == "auto":
+            mode = await choose_coordination(table, name, failover)
+            if mode != self.coordination:
+                self._configure(mode)
+        elif self.board is not None:
+            await refuse_scan_workers(table, name, failover)
+        else:
+            await refuse_board_workers(table, name, failover)
         if self.claim is not None:
             await self.claim.acquire()
-        # One coordination mode per table (consumer.leases.mixed).
-        refuse = refuse_scan_workers if self.board is not None else refuse_board_workers
-        await refuse(
-            cast(CoordinatedStore, self.store),
-            self.settings.lease_table,
-            self.settings.failover_seconds,
-        )
         self._log.info(
             "worker started",
             stream=self.settings.stream,
             lease_table=self.settings.lease_table,
             failover_seconds=self.settings.failover_seconds,
-            coordination=self.settings.coordination,
+            coordination=self.coordination,
         )
         if self.board is not None:
             # Kept through the shutdown: the beat proves this worker alive while its

@@ -93,17 +93,20 @@ async def test_checkpoint_round_trips_big_sequence_numbers(table: Table) -> None
     assert ended.finished
 
 
-async def test_a_checkpoint_carries_the_shards_load(table: Table) -> None:
-    """The owner's measured throughput rides on its checkpoint (KCL 3.x's
-    throughputKBps) and stays until the next measured one."""
+async def test_a_checkpoint_carries_the_shards_load_and_lag(table: Table) -> None:
+    """The owner's measured throughput (KCL 3.x's throughputKBps) and its lag ride on
+    its checkpoint and stay until the next measured ones."""
     await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
     mine = await table.store.take(await _one(table.store, "s-1"), "w1")
     assert mine.load is None
-    done = await table.store.checkpoint(mine, Position(1), ShardLoad(250.5, 48.25))
+    done = await table.store.checkpoint(mine, Position(1), ShardLoad(250.5, 48.25), 1200)
     assert done.load == ShardLoad(250.5, 48.25)
+    assert done.lag_ms == 1200
     again = await table.store.checkpoint(done, Position(2))
     assert again.load == ShardLoad(250.5, 48.25)
-    assert (await _one(table.store, "s-1")).load == ShardLoad(250.5, 48.25)
+    stored = await _one(table.store, "s-1")
+    assert stored.load == ShardLoad(250.5, 48.25)
+    assert stored.lag_ms == 1200
 
 
 async def test_handoff_request_transfer_and_take(table: Table) -> None:

@@ -83,7 +83,9 @@ async def _until(predicate: Callable[[], bool], timeout: float = 10) -> None:
 async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> None:
     """Mid-batch, another worker takes the lease: the worker's renewal notices and
     cancels the task; the consumer turns that into LEASE_LOST, the processor hears
-    lease_lost once and nothing after, and the worker forgets the lease."""
+    lease_lost once and nothing after, and the worker forgets the lease. (Scan
+    coordination: board workers renew nothing, and nobody takes a lease from a board
+    worker before fencing its slot, which ends its leases with it.)"""
     stream = MemoryStream(1)
     stream.put(b"{}", "k")
     store = MemoryLeaseStore()
@@ -92,6 +94,7 @@ async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> 
         stream="s",
         lease_table="leases",
         worker_id="w1",
+        coordination="scan",
         failover_seconds=1.5,
         lease_scan_seconds=0.1,
     )

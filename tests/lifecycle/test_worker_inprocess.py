@@ -237,6 +237,35 @@ async def test_a_worker_refuses_to_share_a_table_with_the_other_mode(
     await three
 
 
+@pytest.mark.parametrize("running", ["scan", "board"])
+async def test_auto_follows_the_live_fleet_and_takes_the_board_on_a_quiet_table(
+    running: str,
+) -> None:
+    """``LANDER_COORDINATION=auto`` (the default): beside live workers of either mode a
+    worker joins their mode, so a rolling upgrade of a scan fleet does not stall; once
+    the fleet has stopped, a new worker takes board coordination."""
+    stream = MemoryStream(2)
+    store, journal = MemoryLeaseStore(), Journal()
+    first = _worker(stream, store, journal, "w1", running)
+    one = asyncio.create_task(first.run())
+    await _until(lambda: len(first.coordinator.held) == 2)
+    second = _worker(stream, store, journal, "w2", "auto")
+    two = asyncio.create_task(second.run())
+    await _until(lambda: len(first.coordinator.held) == 1 and len(second.coordinator.held) == 1)
+    assert second.coordination == running
+    assert (second.board is not None) == (running == "board")
+    first.request_stop()
+    second.request_stop()
+    await asyncio.gather(one, two)
+    third = _worker(stream, store, journal, "w3", "auto")
+    three = asyncio.create_task(third.run())
+    await _until(lambda: len(third.coordinator.held) == 2)
+    assert third.coordination == "board"
+    assert third.board is not None
+    third.request_stop()
+    await three
+
+
 async def test_board_a_lease_given_without_its_delivery_is_found_by_the_sweep() -> None:
     """Board coordination: a lease names a worker but the note on its slot was lost (a
     take refused, a delivery dropped): the leader's next sweep sees more leases naming
@@ -302,10 +331,13 @@ class ThrottlingStream(MemoryStream):
 
 async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     """Takes, hand-offs, steals, a fenced-out lease, throttles, lag and readiness
-    each show in the series an operator alerts on."""
+    each show in the series an operator alerts on (scan coordination: its renewals
+    notice a lease taken behind the owner's back; board workers have no steals)."""
     stream = ThrottlingStream(4, throttles=3)
     store, journal = MemoryLeaseStore(), Journal()
-    settings = load_settings(stream="s", lease_table="leases", worker_id="w1", **FAST)
+    settings = load_settings(
+        stream="s", lease_table="leases", worker_id="w1", coordination="scan", **FAST
+    )
     m1, m2 = LanderMetrics(), LanderMetrics()
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
     first = Worker(settings, store, stream, factory, metrics=m1)

@@ -1,0 +1,81 @@
+"""What a board worker reports besides its beat: its CPU use, and troubled shards.
+
+Under scan coordination every renewal carries the shard's :class:`ShardReport` into its
+lease, so ``lander status`` shows a shard that keeps failing, with its error. Board
+workers renew no leases and a failing shard does not checkpoint, so without more its
+error would be in the metrics and the logs only. :class:`TroubleReports` decides when
+a board worker writes a report into a lease (a fenced write, as a renewal): while the
+shard's processor keeps failing, at most once per renew interval, and once more when it
+recovers, to clear the error. Healthy shards cost nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING
+
+from consumer.leases.model import LeaseLostError, ShardReport
+
+if TYPE_CHECKING:
+    from consumer.leases.board_coordinator import BoardCoordinator
+
+
+class TroubleReports:
+    """When each troubled shard's report is due in its lease (pure, given ``now``)."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.written: dict[str, tuple[float, bool]] = {}
+        """Per shard: when its report was last written, and whether it showed trouble."""
+
+    def due(self, reports: Mapping[str, ShardReport], held: Set[str], now: float) -> list[str]:
+        """The held shards whose report should be written now."""
+        for key in set(self.written) - set(held):
+            del self.written[key]
+        due = []
+        for key in sorted(held):
+            report = reports.get(key)
+            if report is None:
+                continue
+            troubled = report.failures > 0
+            last = self.written.get(key)
+            shown = last is not None and last[1]
+            stale = last is None or now - last[0] >= self.interval
+            if troubled != shown or (troubled and stale):
+                due.append(key)
+        return due
+
+    def wrote(self, key: str, report: ShardReport, now: float) -> None:
+        """Record a report written into the lease."""
+        self.written[key] = (now, report.failures > 0)
+
+
+async def write_report(w: BoardCoordinator, key: str) -> None:
+    """A troubled shard's report into its lease, fenced by owner and counter."""
+    held, report = w.held.get(key), w.reports[key]
+    if held is None or not w.fresh():
+        return
+    async with held.lock:
+        try:
+            held.lease = await w.store.renew(held.lease, w.lag_ms.get(key), report)
+        except LeaseLostError as exc:
+            w.lose(key, exc.reason)
+            return
+    w.troubles.wrote(key, report, w.clock())
+
+
+class CpuMeter:
+    """This process's CPU use between two readings, in percent of one core."""
+
+    def __init__(self) -> None:
+        self._at: tuple[float, float] | None = None
+
+    def percent(self) -> float:
+        """Since the previous reading (0 at the first)."""
+        now, used = time.monotonic(), time.process_time()
+        then = self._at
+        self._at = (now, used)
+        if then is None or now <= then[0]:
+            return 0.0
+        return round(100 * (used - then[1]) / (now - then[0]), 1)

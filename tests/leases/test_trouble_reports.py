@@ -1,0 +1,59 @@
+"""When a board worker writes a troubled shard's report into its lease: while it fails,
+at most once per renew interval; once more when it recovers; never for healthy shards."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from consumer.leases.model import ShardReport
+from consumer.leases.reports import TroubleReports
+
+OK = ShardReport(pending=3, checkpoint_age_ms=10)
+FAILING = ShardReport(pending=3, checkpoint_age_ms=900, failures=2, last_error="boom")
+
+
+def test_a_failing_shard_is_reported_each_interval_and_cleared_once() -> None:
+    reports = TroubleReports(interval=3.0)
+    held = {"a", "b"}
+    assert reports.due({"a": OK, "b": OK}, held, 0.0) == []
+    assert reports.due({"a": FAILING, "b": OK}, held, 1.0) == ["a"]
+    reports.wrote("a", FAILING, 1.0)
+    assert reports.due({"a": FAILING, "b": OK}, held, 3.9) == []
+    assert reports.due({"a": FAILING, "b": OK}, held, 4.0) == ["a"]
+    reports.wrote("a", FAILING, 4.0)
+    assert reports.due({"a": OK, "b": OK}, held, 4.1) == ["a"], "the error is cleared"
+    reports.wrote("a", OK, 4.1)
+    assert reports.due({"a": OK, "b": OK}, held, 100.0) == []
+    # A shard no longer held is forgotten: taken again later, it starts afresh.
+    reports.wrote("b", FAILING, 5.0)
+    assert reports.due({"a": OK}, {"a"}, 6.0) == []
+    assert "b" not in reports.written
+
+
+@given(steps=st.lists(st.tuples(st.floats(0.01, 5.0), st.booleans()), min_size=1, max_size=60))
+def test_writes_are_bounded_and_the_lease_ends_showing_the_truth(
+    steps: list[tuple[float, bool]],
+) -> None:
+    """Whatever the sequence of failing and healthy beats, a write comes at most once
+    per interval while failing plus once per recovery, and after each beat the lease
+    shows trouble exactly when the shard has it (or a write is due)."""
+    reports = TroubleReports(interval=3.0)
+    now, shown, writes, recoveries = 0.0, False, [], 0
+    for gap, failing in steps:
+        now += gap
+        report = FAILING if failing else OK
+        for key in reports.due({"s": report}, {"s"}, now):
+            assert key == "s"
+            if shown and not failing:
+                recoveries += 1
+            reports.wrote("s", report, now)
+            shown = failing
+            writes.append((now, failing))
+        assert shown == failing
+    failing_writes = [t for t, f in writes if f]
+    for earlier, later in itertools.pairwise(failing_writes):
+        assert later - earlier >= 3.0 or any(not f for t, f in writes if earlier < t < later)
+    assert len(writes) - len(failing_writes) == recoveries
