@@ -83,7 +83,7 @@ from typing import Literal, NamedTuple
 import orjson
 
 from consumer.archive.layout import object_key
-from consumer.landing.batcher import gzip_stream
+from consumer.landing.codec import gzip_stream
 from consumer.sequence import MAX_SEQUENCE_DIGITS, Position
 
 EVENT_ID_POINTER = "/event_id"

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from consumer.landing.batcher import GZIP_LEVEL, Batcher, gzip_stream
+from consumer.landing.batcher import GZIP_LEVEL, Batcher
+from consumer.landing.codec import gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.stream import KinesisRecord
 from consumer.stream.kpl import aggregate

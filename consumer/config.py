@@ -15,6 +15,7 @@ import argparse
 import difflib
 import functools
 import importlib
+import importlib.util
 import os
 import re
 import secrets
@@ -56,6 +57,7 @@ LogFormat = Annotated[Literal["auto", "json", "console"], CaseInsensitive]
 Coordination = Annotated[Literal["auto", "scan", "board"], CaseInsensitive]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensitive]
 PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
+GzipCodec = Annotated[Literal["zlib", "isal"], CaseInsensitive]
 
 
 def default_worker_id() -> str:
@@ -180,6 +182,13 @@ class Settings(BaseSettings):
         description="gzip level of landed files: 1 is fastest (the files are staging "
         "for the Parquet compaction); 6 makes them about 20% smaller for 2.5x the CPU.",
     )
+    gzip_codec: GzipCodec = Field(
+        default="zlib",
+        description="Which library deflates landed files: zlib (the standard library) or "
+        "isal (ISA-L, from the isal wheel: faster at level 1, files a little smaller). "
+        "Readers see ordinary gzip either way, and workers with different codecs may "
+        "share a stream: a replay is recognised by the SHA-256 of the uncompressed lines.",
+    )
     payload_format: PayloadFormat = Field(
         default="json",
         description="json: payloads are parsed (bad ones dead-lettered); raw: stored base64.",
@@ -238,6 +247,13 @@ class Settings(BaseSettings):
     def _pointer(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("/"):
             raise ValueError("must be a JSON pointer starting with '/', e.g. /event_id")
+        return value
+
+    @field_validator("gzip_codec")
+    @classmethod
+    def _codec_installed(cls, value: str) -> str:
+        if value == "isal" and importlib.util.find_spec("isal") is None:
+            raise ValueError("isal needs the isal wheel (pip install isal), or set zlib")
         return value
 
     @field_validator("archive")

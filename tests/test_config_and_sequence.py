@@ -50,6 +50,22 @@ def test_bad_values_name_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         load_settings(initial_position="LATEST", archive="ftp://x")
 
 
+def test_the_isal_codec_without_its_wheel_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """LANDER_GZIP_CODEC=isal where the isal wheel is missing: one line naming the
+    setting and the fix, not an ImportError on the first landed run."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "isal" else real(name, *a)
+    )
+    with pytest.raises(ConfigError, match=r"LANDER_GZIP_CODEC.*isal wheel"):
+        load_settings(stream="s", lease_table="leases", gzip_codec="isal")
+    assert load_settings(stream="s", lease_table="leases", gzip_codec="ZLIB").gzip_codec == "zlib"
+
+
 def test_env_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     """Environment gives the settings, flags (overrides) win, defaults fill the rest."""
     monkeypatch.setenv("LANDER_STREAM", "orders")

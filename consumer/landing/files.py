@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from consumer.landing.objects import ObjectStoreError, PutOutcome, sha256
+from consumer.landing.objects import ObjectStoreError, PutOutcome, same_content
 
 _TEMP = ".tmp-"
 # Errors a moment later may not repeat (a busy or interrupted call, a network mount).
@@ -36,7 +36,7 @@ class FileObjectStore:
     async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
         """Write whole-or-nothing, never over an existing file."""
         try:
-            return await asyncio.to_thread(self._put, key, body)
+            return await asyncio.to_thread(self._put, key, body, metadata)
         except OSError as exc:
             raise self._error(exc) from exc
 
@@ -49,7 +49,7 @@ class FileObjectStore:
             kind="file",
         )
 
-    def _put(self, key: str, body: bytes) -> PutOutcome:
+    def _put(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
         final = self._path(key)
         final.parent.mkdir(parents=True, exist_ok=True)
         temporary = final.parent / f"{_TEMP}{uuid.uuid4().hex}"
@@ -61,7 +61,7 @@ class FileObjectStore:
             try:
                 os.link(temporary, final)
             except FileExistsError:
-                same = sha256(final.read_bytes()) == sha256(body)
+                same = same_content(body, metadata, final.read_bytes())
                 return PutOutcome.REPLAYED if same else PutOutcome.CONFLICT
             _fsync_dir(final.parent)
             return PutOutcome.CREATED

@@ -21,7 +21,8 @@ from consumer.archive.layout import bound, dead_letter_key, object_key
 from consumer.aws import backoff
 from consumer.config import ConfigError, Settings
 from consumer.landing.archive import open_archive
-from consumer.landing.batcher import Batcher, LandedRun, gzip_stream
+from consumer.landing.batcher import Batcher, LandedRun
+from consumer.landing.codec import CONTENT_DIGEST, gzip_bytes, sha256
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.landing.reconcile import Reconciler
@@ -122,6 +123,7 @@ class Lander:
             self.settings.max_bytes_per_file,
             self.settings.flush_seconds,
             self.settings.gzip_level,
+            codec=self.settings.gzip_codec,
         )
         self.reconciler = Reconciler(self.store, self.prefix, self.settings.stream, init.shard_id)
         self._log = log.bind(shard_id=init.shard_id, worker_id=init.worker_id)
@@ -182,10 +184,11 @@ class Lander:
             key = dead_letter_key(
                 self.prefix, stream, self.shard_id, minute, first=position, last=position
             )
+            line = dead.line(stream)
             await self._put(
                 key,
-                _gzip(dead.line(stream), self.settings.gzip_level),
-                {"reason": dead.reason[:200]},
+                gzip_bytes(line, self.settings.gzip_level, self.settings.gzip_codec),
+                {"reason": dead.reason[:200], CONTENT_DIGEST: sha256(line)},
                 checkpointer,
             )
             self.metrics.dead_letters.labels(self.shard_id).inc()
@@ -199,6 +202,7 @@ class Lander:
             "last": bound(last),
             "dead-letters": str(len(run.dead_letters)),
             "producer-duplicates": str(run.dropped),
+            CONTENT_DIGEST: run.content_sha256,
         }
         outcome = await self._put(key, run.body, metadata, checkpointer)
         if outcome is PutOutcome.CREATED:
@@ -256,8 +260,3 @@ class Lander:
     async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
         """Land what is buffered and checkpoint it before the lease is given up."""
         await self._flush(checkpointer)
-
-
-def _gzip(data: bytes, level: int) -> bytes:
-    compressor = gzip_stream(level)
-    return compressor.compress(data) + compressor.flush()

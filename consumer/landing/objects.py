@@ -5,20 +5,23 @@ S3-compatible endpoint honouring ``If-None-Match: *``), a local filesystem
 (``file://``: write a temporary file, then ``link`` it into place, so a file appears
 whole or not at all and never overwrites), and memory (tests).
 
-A put that finds the key taken compares SHA-256s: the same body is a replay (success),
-a different one is a conflict; the existing object is kept either way.
+A put that finds the key taken compares content digests (SHA-256 of the uncompressed
+lines, :mod:`.codec`): the same content is a replay (success), however it was
+compressed; different content is a conflict; the existing object is kept either way.
+The lander passes the digest in the metadata (``content-sha256``); without it, it is
+computed from the body.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlparse
 
 from consumer.errors import LanderError
+from consumer.landing.codec import CONTENT_DIGEST, content_digest
 
 
 class PutOutcome(enum.StrEnum):
@@ -85,9 +88,15 @@ async def probe(store: ObjectStore, prefix: str) -> None:
         )
 
 
-def sha256(body: bytes) -> str:
-    """Hex SHA-256, as stored in object metadata."""
-    return hashlib.sha256(body).hexdigest()
+def digest_of(body: bytes, metadata: Mapping[str, str]) -> str:
+    """The content digest of a body: as its metadata states it, else computed."""
+    return metadata.get(CONTENT_DIGEST) or content_digest(body)
+
+
+def same_content(body: bytes, metadata: Mapping[str, str], existing: bytes) -> bool:
+    """Whether a put of ``body`` replays an existing object of which only the body is
+    known (the file archive; S3 objects landed before content digests)."""
+    return body == existing or digest_of(body, metadata) == content_digest(existing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +131,10 @@ class MemoryObjectStore:
         existing = self.objects.get(key)
         if existing is None:
             self.objects[key] = body
-            self.metadata[key] = dict(metadata)
+            self.metadata[key] = {**metadata, CONTENT_DIGEST: digest_of(body, metadata)}
             return PutOutcome.CREATED
-        return PutOutcome.REPLAYED if existing == body else PutOutcome.CONFLICT
+        same = self.metadata[key][CONTENT_DIGEST] == digest_of(body, metadata)
+        return PutOutcome.REPLAYED if same else PutOutcome.CONFLICT
 
     async def list_keys(self, prefix: str) -> list[str]:
         """Keys under the prefix, sorted."""

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import error_code, http_status
-from consumer.landing.objects import ObjectStoreError, PutOutcome, sha256
+from consumer.landing.codec import CONTENT_DIGEST, sha256
+from consumer.landing.objects import ObjectStoreError, PutOutcome, digest_of, same_content
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -40,9 +41,10 @@ class S3ObjectStore:
         self.part_size = part_size
 
     async def put_if_absent(self, key: str, body: bytes, metadata: Mapping[str, str]) -> PutOutcome:
-        """Create unless present; on 412 compare the stored SHA-256."""
+        """Create unless present; on 412 compare content digests."""
         digest = sha256(body)
-        meta = {**metadata, "sha256": digest}
+        content = digest_of(body, metadata)
+        meta = {**metadata, "sha256": digest, CONTENT_DIGEST: content}
         try:
             if len(body) >= self.multipart_threshold:
                 await self._multipart(key, body, meta)
@@ -57,18 +59,27 @@ class S3ObjectStore:
                 )
         except ClientError as exc:
             if error_code(exc) in _PRECONDITION or http_status(exc) == 412:
-                return await self._compare(key, digest)
+                return await self._compare(key, body, meta)
             raise _wrap(exc) from exc
         except BotoCoreError as exc:
             raise _wrap(exc) from exc
         return PutOutcome.CREATED
 
-    async def _compare(self, key: str, digest: str) -> PutOutcome:
+    async def _compare(self, key: str, body: bytes, meta: Mapping[str, str]) -> PutOutcome:
+        """HEAD the object and compare its recorded content digest; an object landed
+        before content digests has only its body's: equal bodies are a replay, else
+        its body is read and its content digested."""
         try:
             head = await self._client.head_object(Bucket=self.bucket, Key=key)
         except (ClientError, BotoCoreError) as exc:
             raise _wrap(exc) from exc
-        same = head.get("Metadata", {}).get("sha256") == digest
+        stored = head.get("Metadata", {})
+        if CONTENT_DIGEST in stored:
+            same = stored[CONTENT_DIGEST] == meta[CONTENT_DIGEST]
+        elif stored.get("sha256") == meta["sha256"]:
+            same = True
+        else:
+            same = same_content(body, meta, await self.get(key))
         return PutOutcome.REPLAYED if same else PutOutcome.CONFLICT
 
     async def _multipart(self, key: str, body: bytes, meta: Mapping[str, str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import zlib
 from datetime import UTC, datetime, timedelta
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 import consumer.landing.batcher as batcher_module
 from consumer.archive.layout import minute_of, object_key, parse_key
-from consumer.landing.batcher import COMPRESS_CHUNK, GZIP_LEVEL, Batcher, LandedRun, gzip_stream
+from consumer.landing.batcher import COMPRESS_CHUNK, GZIP_LEVEL, Batcher, LandedRun
+from consumer.landing.codec import gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.ranges import RangeSet
 from consumer.sequence import Position
@@ -217,7 +219,8 @@ def test_a_runs_body_is_one_gzip_member_of_its_lines_however_they_were_fed(
     replayed run hashes equal to the landed one."""
     made: list[_SeenCompressor] = []
 
-    def seen_stream(level: int = GZIP_LEVEL) -> _SeenCompressor:
+    def seen_stream(level: int = GZIP_LEVEL, codec: str = "zlib") -> _SeenCompressor:
+        assert codec == "zlib"
         made.append(_SeenCompressor(level))
         return made[-1]
 
@@ -229,6 +232,7 @@ def test_a_runs_body_is_one_gzip_member_of_its_lines_however_they_were_fed(
     assert run is not None
     whole = b"".join(lines)
     assert (run.lines, run.raw_bytes) == (len(lines), len(whole))
+    assert run.content_sha256 == hashlib.sha256(whole).hexdigest()
 
     (compressor,) = made
     assert compressor.level == GZIP_LEVEL == batcher.gzip_level

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from consumer.aws import Clients
+from consumer.landing.codec import CONTENT_DIGEST, gzip_bytes, sha256
 from consumer.landing.files import FileObjectStore
 from consumer.landing.objects import ArchiveUri, MemoryObjectStore, ObjectStore, PutOutcome
 from consumer.landing.s3 import S3ObjectStore
@@ -176,3 +177,50 @@ async def test_missing_bucket_is_a_non_retriable_store_error(aws_clients: Client
     with pytest.raises(ObjectStoreError, match="NoSuchBucket") as caught:
         await probe(missing, "landed")
     assert not caught.value.retriable
+
+
+async def test_a_replay_is_the_same_content_however_it_was_compressed(
+    store: ObjectStore,
+) -> None:
+    """Replays compare the uncompressed content (``content-sha256``), not the bytes: the
+    same lines compressed at another level (or by another codec) are a replay; other
+    lines are a conflict; the first body is kept."""
+    lines = b"".join(b'{"n": %d}\n' % i for i in range(500))
+    digest = {CONTENT_DIGEST: sha256(lines)}
+    fast, small = gzip_bytes(lines, 1), gzip_bytes(lines, 9)
+    assert fast != small
+    key = "p/stream=s/shard=a/1-500.jsonl.gz"
+    assert await store.put_if_absent(key, fast, digest) is PutOutcome.CREATED
+    assert await store.put_if_absent(key, small, digest) is PutOutcome.REPLAYED
+    other = b'{"n": -1}\n'
+    assert (
+        await store.put_if_absent(key, gzip_bytes(other), {CONTENT_DIGEST: sha256(other)})
+        is PutOutcome.CONFLICT
+    )
+    assert await store.get(key) == fast
+
+
+@pytest.mark.emulator
+async def test_an_s3_object_landed_before_content_digests_is_read_to_compare(
+    aws_clients: Clients,
+) -> None:
+    """An object an earlier release landed carries only its body's SHA-256: a replay
+    with other bytes reads the object and compares its content."""
+    bucket = f"archive-{uuid.uuid4().hex[:12]}"
+    await aws_clients.s3.create_bucket(Bucket=bucket)
+    store = S3ObjectStore(aws_clients.s3, bucket)
+    lines = b"".join(b'{"n": %d}\n' % i for i in range(500))
+    old = gzip_bytes(lines, 1)
+    await aws_clients.s3.put_object(
+        Bucket=bucket, Key="k", Body=old, Metadata={"sha256": sha256(old), "records": "500"}
+    )
+    assert await store.put_if_absent("k", old, {}) is PutOutcome.REPLAYED
+    again = gzip_bytes(lines, 9)
+    assert await store.put_if_absent("k", again, {CONTENT_DIGEST: sha256(lines)}) is (
+        PutOutcome.REPLAYED
+    )
+    other = b'{"n": -1}\n'
+    assert (
+        await store.put_if_absent("k", gzip_bytes(other), {CONTENT_DIGEST: sha256(other)})
+        is PutOutcome.CONFLICT
+    )
