@@ -57,7 +57,7 @@ LogFormat = Annotated[Literal["auto", "json", "console"], CaseInsensitive]
 Coordination = Annotated[Literal["auto", "scan", "board"], CaseInsensitive]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensitive]
 PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
-GzipCodec = Annotated[Literal["zlib", "isal"], CaseInsensitive]
+GzipCodec = Annotated[Literal["auto", "zlib", "isal"], CaseInsensitive]
 
 
 def default_worker_id() -> str:
@@ -183,9 +183,10 @@ class Settings(BaseSettings):
         "for the Parquet compaction); 6 makes them about 20% smaller for 2.5x the CPU.",
     )
     gzip_codec: GzipCodec = Field(
-        default="zlib",
-        description="Which library deflates landed files: zlib (the standard library) or "
-        "isal (ISA-L, from the isal wheel: faster at level 1, files a little smaller). "
+        default="auto",
+        description="Which library deflates landed files: isal (ISA-L, from the isal "
+        "wheel: the landing path about 20% faster, files about 10% smaller), zlib (the "
+        "standard library), or auto (isal when its wheel is installed, else zlib). "
         "Readers see ordinary gzip either way, and workers with different codecs may "
         "share a stream: a replay is recognised by the SHA-256 of the uncompressed lines.",
     )

@@ -20,7 +20,6 @@ duplicates dropped by the event-id filter, so consecutive runs tile the shard.
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -60,8 +59,9 @@ class LandedRun:
 @dataclass(slots=True)
 class _OpenRun:
     minute: datetime
+    minute_number: int
     first: Position
-    first_arrival: datetime
+    first_us: int
     opened_at: float
     last: Position
     gzip: Compressor
@@ -106,12 +106,12 @@ class Batcher:
         self.chunk = chunk
         self.max_records = max_records
         self.max_bytes = max_bytes
-        self.flush = timedelta(seconds=flush_seconds)
+        # Exactly the microseconds timedelta(seconds=flush_seconds) holds.
+        self.flush_us = timedelta(seconds=flush_seconds) // timedelta(microseconds=1)
         self.flush_seconds = flush_seconds
         self._run: _OpenRun | None = None
         self._minute_number = -1
         self._minute = datetime.min
-        self._arrival: datetime | None = None
 
     @property
     def open(self) -> bool:
@@ -127,26 +127,29 @@ class Batcher:
         byte bound caps memory whatever the records are. Returns the run this record
         closed, if it closed one.
         """
-        arrival = record.arrival
-        if arrival is not self._arrival:
-            # User records of one aggregate share their arrival object: skip the maths.
-            self._arrival = arrival
-            minute_number = math.floor(arrival.timestamp()) // 60
-            if minute_number != self._minute_number:
-                self._minute_number = minute_number
-                self._minute = minute_of(arrival)
+        us = record.micros()
+        minute_number = us // 60_000_000
+        if minute_number != self._minute_number:
+            self._minute_number = minute_number
+            self._minute = minute_of(record.arrival)
         minute = self._minute
         size = len(line) if line is not None else size
         closed = None
         run = self._run
-        if run is not None and self._must_cut(run, record, minute, size):
+        if run is not None and (
+            minute_number != run.minute_number
+            or run.consumed >= self.max_records
+            or run.buffered + size > self.max_bytes
+            or us - run.first_us >= self.flush_us
+        ):
             closed = self._close()
             run = None
         if run is None:
             run = self._run = _OpenRun(
                 minute,
+                minute_number,
                 record.position,
-                record.arrival,
+                us,
                 now,
                 record.position,
                 gzip_stream(self.gzip_level, self.codec),
@@ -177,14 +180,6 @@ class Batcher:
         assert self._run is not None
         self._run.dropped += 1
         return closed
-
-    def _must_cut(self, run: _OpenRun, record: Record, minute: datetime, size: int) -> bool:
-        return (
-            minute != run.minute
-            or run.consumed >= self.max_records
-            or run.buffered + size > self.max_bytes
-            or record.arrival - run.first_arrival >= self.flush
-        )
 
     def due(self, now: float) -> LandedRun | None:
         """Close the open run if it has waited ``flush_seconds`` (quiet shard)."""

@@ -67,9 +67,12 @@ def available() -> tuple[CodecName, ...]:
     return ("zlib", "isal") if _ISAL is not None else ("zlib",)
 
 
-def default_codec() -> CodecName:
-    """isal when its wheel is installed (it wins on every measured size), else zlib."""
-    return "isal" if _ISAL is not None else "zlib"
+def resolve(setting: str) -> CodecName:
+    """``LANDER_GZIP_CODEC``: ``auto`` is isal when its wheel is installed (faster on
+    the landing path and smaller files, docs/benchmarks.md, hotpath), else zlib."""
+    if setting == "auto":
+        return "isal" if _ISAL is not None else "zlib"
+    return "isal" if setting == "isal" else "zlib"
 
 
 def gzip_stream(level: int = 1, codec: CodecName = "zlib") -> Compressor:

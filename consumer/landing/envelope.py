@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -113,8 +112,8 @@ class Encoder:
         self._stream_json = orjson.dumps(stream)
         self._heads: dict[str, bytes] = {}
         self._last_second = -1
-        self._second_text = ""
-        self._last_when: datetime | None = None
+        self._second_text = b""
+        self._last_ms = -1
         self._last_text = b""
         self._keys: dict[str, bytes] = {}
 
@@ -128,18 +127,20 @@ class Encoder:
             self._heads[shard_id] = head
         return head
 
-    def _arrival(self, when: datetime) -> bytes:
-        # The user records of one aggregate share one datetime object.
-        if when is self._last_when:
+    def _arrival(self, us: int) -> bytes:
+        # Arrival times are milliseconds, and neighbours share them (the user records
+        # of one aggregate, records put together); the second changes rarely, so it is
+        # formatted once per second and the milliseconds added.
+        ms = us // 1000
+        if ms == self._last_ms:
             return self._last_text
-        self._last_when = when
-        # Arrival times are milliseconds; the second they fall in changes rarely, so
-        # format it once per second and add the milliseconds.
-        second = math.floor(when.timestamp())
+        self._last_ms = ms
+        second = ms // 1000
         if second != self._last_second:
             self._last_second = second
-            self._second_text = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-        self._last_text = b"%s%03dZ" % (self._second_text.encode(), when.microsecond // 1000)
+            when = datetime.fromtimestamp(second, UTC)
+            self._second_text = when.strftime("%Y-%m-%dT%H:%M:%S.").encode()
+        self._last_text = b"%s%03dZ" % (self._second_text, ms % 1000)
         return self._last_text
 
     def _key(self, partition_key: str) -> bytes:
@@ -184,7 +185,7 @@ class Encoder:
                 record.position.sequence,
                 record.position.subsequence,
                 self._key(record.partition_key),
-                self._arrival(record.arrival),
+                self._arrival(record.micros()),
                 extra,
                 payload,
             )

@@ -22,7 +22,7 @@ from consumer.aws import backoff
 from consumer.config import ConfigError, Settings
 from consumer.landing.archive import open_archive
 from consumer.landing.batcher import Batcher, LandedRun
-from consumer.landing.codec import CONTENT_DIGEST, gzip_bytes, sha256
+from consumer.landing.codec import CONTENT_DIGEST, gzip_bytes, resolve, sha256
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.landing.reconcile import Reconciler
@@ -123,7 +123,7 @@ class Lander:
             self.settings.max_bytes_per_file,
             self.settings.flush_seconds,
             self.settings.gzip_level,
-            codec=self.settings.gzip_codec,
+            codec=resolve(self.settings.gzip_codec),
         )
         self.reconciler = Reconciler(self.store, self.prefix, self.settings.stream, init.shard_id)
         self._log = log.bind(shard_id=init.shard_id, worker_id=init.worker_id)
@@ -187,7 +187,7 @@ class Lander:
             line = dead.line(stream)
             await self._put(
                 key,
-                gzip_bytes(line, self.settings.gzip_level, self.settings.gzip_codec),
+                gzip_bytes(line, self.settings.gzip_level, resolve(self.settings.gzip_codec)),
                 {"reason": dead.reason[:200], CONTENT_DIGEST: sha256(line)},
                 checkpointer,
             )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from consumer.sequence import Position
 from consumer.stream import KinesisRecord
@@ -28,11 +28,33 @@ class Record:
     arrival: datetime
     explicit_hash_key: str | None = None
     error: str | None = None
+    arrival_us: int = -1
+    """``arrival`` in microseconds since the epoch (-1: not computed yet; use
+    :meth:`micros`). The landing hot path cuts and formats on this integer."""
 
     @property
     def sequence_number(self) -> str:
         """The Kinesis sequence number in its string form."""
         return str(self.position.sequence)
+
+    def micros(self) -> int:
+        """``arrival`` in microseconds since the epoch, computed once."""
+        us = self.arrival_us
+        if us < 0:
+            us = self.arrival_us = epoch_us(self.arrival)
+        return us
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def epoch_us(when: datetime) -> int:
+    """Microseconds since the epoch, exactly (no float). A naive time is local time, as
+    ``datetime.astimezone`` reads it."""
+    if when.tzinfo is None:
+        when = when.astimezone(UTC)
+    return (when - EPOCH) // _MICROSECOND
 
 
 def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
@@ -47,8 +69,11 @@ def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
         # A valid aggregate of nothing: dead-letter it rather than let it vanish.
         return [_whole(shard_id, record, error="kpl_empty: aggregate holds no user records")]
     sequence, arrival = record.sequence, record.arrival
+    us = epoch_us(arrival)
     return [
-        Record(shard_id, Position(sequence, index), partition_key, data, arrival, hash_key)
+        Record(
+            shard_id, Position(sequence, index), partition_key, data, arrival, hash_key, None, us
+        )
         for index, (partition_key, hash_key, data) in enumerate(unpacked)
     ]
 
@@ -63,4 +88,5 @@ def _whole(shard_id: str, record: KinesisRecord, error: str | None = None) -> Re
         record.arrival,
         record.explicit_hash_key,
         error,
+        epoch_us(record.arrival),
     )

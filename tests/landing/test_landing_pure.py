@@ -259,3 +259,31 @@ def test_quiet_shard_flushes_by_clock() -> None:
     assert run is not None
     assert run.lines == 1
     assert not batcher.open
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_arrival_microseconds_are_exact(when: datetime) -> None:
+    """The hot path cuts and formats on integer microseconds: they are exactly the
+    datetime's (no float rounding), for any time, before the epoch included."""
+    from consumer.stream.records import EPOCH, epoch_us
+
+    us = epoch_us(when)
+    assert EPOCH + timedelta(microseconds=us) == when
+    record = _record(1, b"{}", when)
+    assert record.micros() == us
+    assert record.arrival_us == us
+
+
+@given(st.integers(0, 59_999_999), st.sampled_from([0.001, 0.0015, 1.0, 60.0, 0.3333335]))
+def test_the_flush_rule_cuts_exactly_at_flush_seconds(offset_us: int, flush: float) -> None:
+    """Rule 4 on integers cuts where the datetime comparison did: a record arriving
+    ``flush_seconds`` or more (to the microsecond) after the run's first starts a new
+    run, one a microsecond sooner does not."""
+    first = T0 + timedelta(microseconds=offset_us % 1000)
+    flush_delta = timedelta(seconds=flush)
+    for gap, cuts in ((flush_delta - timedelta(microseconds=1), False), (flush_delta, True)):
+        batcher = Batcher("shard-1", 100, 1 << 30, flush_seconds=flush)
+        batcher.add(_record(1, b"{}", first), b"{}\n", now=0.0)
+        closed = batcher.add(_record(2, b"{}", first + gap), b"{}\n", now=0.0)
+        crossed_minute = minute_of(first + gap) != minute_of(first)
+        assert (closed is not None) == (cuts or crossed_minute)
