@@ -60,6 +60,8 @@ from bench.report import progress
 
 TARGET_RATIO = 6.0
 TARGET_MARGINAL_RATIO = 1.5
+PARQUET_CODECS = ("snappy", "zstd")
+"""Each written by its own fresh run of the day, compared on size and CPU."""
 """Issue 15's target: a further day's per-row CPU in a warm run, against DuckDB's."""
 SIZES_FULL = ("200k", "2M")
 SIZES_QUICK = ("small",)
@@ -97,7 +99,18 @@ def _fresh_process(argv: list[str], env: dict[str, str]) -> tuple[float, float, 
     return time.monotonic() - wall, _children_cpu() - cpu, done.stdout
 
 
-def _lander_compact(archive: Path, out: Path, window: str) -> list[str]:
+def _lander_compact(
+    archive: Path, out: Path, window: str, compression: str | None = None
+) -> list[str]:
+    extra = ["--compression", compression] if compression else []
+    return [*_compact_argv(archive, out, window), *extra]
+
+
+def _parquet_bytes(out: Path) -> int:
+    return sum(p.stat().st_size for p in out.rglob("*.parquet"))
+
+
+def _compact_argv(archive: Path, out: Path, window: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -187,8 +200,19 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
         raise AssertionError(f"Spark and the model disagree on {size}: {got} != {want}")
     progress(f"compaction {size}: Spark, the same day again (up to date)")
     noop_wall, noop_cpu, _ = _fresh_process(_lander_compact(archive, work / "spark", window), env)
+    codecs = {}
+    for codec in PARQUET_CODECS:
+        progress(f"compaction {size}: Spark, Parquet {codec}")
+        out = work / f"spark-{codec}"
+        wall, cpu, _ = _fresh_process(_lander_compact(archive, out, window, codec), env)
+        codecs[codec] = {
+            "wall_seconds": round(wall, 2),
+            "cpu_seconds": round(cpu, 2),
+            "parquet_bytes": _parquet_bytes(out),
+        }
     two_days = _two_days(work, size, env)
     return {
+        "parquet_codecs": codecs,
         "two_days": two_days,
         "archive": {
             "objects": len(made.objects),
@@ -335,6 +359,15 @@ def render(result: dict[str, Any]) -> str:
             f"  Spark / DuckDB CPU: {found['cpu_ratio']:.2f}x "
             f"({target if size == '200k' else 'reported; the target is for 200k'})"
         )
+        codecs = found.get("parquet_codecs")
+        if codecs:
+            lines.append(
+                "  Parquet codecs (a fresh run each): "
+                + "; ".join(
+                    f"{name} {c['parquet_bytes'] / 2**20:,.1f} MiB, {c['cpu_seconds']:.1f} CPU-s"
+                    for name, c in codecs.items()
+                )
+            )
         two = found.get("two_days")
         if two:
             limit = result.get("target_marginal_ratio", TARGET_MARGINAL_RATIO)
