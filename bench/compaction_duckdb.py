@@ -24,7 +24,7 @@ The same job as the Spark one, on the same archive, following the model of
    before it (the row before it, kept or not) is a producer duplicate; the rest are
    kept.
 4. Write the kept rows of the day as Parquet partitioned by ``dt=YYYY-MM-DD/hour=HH``
-   of the object's key (not of the arrival), timestamps as microseconds UTC, snappy by
+   of the object's key (not of the arrival), timestamps as microseconds UTC, zstd by
    default (the Spark job's default). Rows of the horizon before the day are read only
    to recognise retries, never written or counted.
 
@@ -229,7 +229,7 @@ def compact_with_duckdb(
     out: Path,
     *,
     threads: int = 2,
-    compression: str = "snappy",
+    compression: str = "zstd",
     horizon: timedelta = DEFAULT_HORIZON,
 ) -> DuckResult:
     """Compact one day of ``stream`` from the archive at ``archive`` into ``out``.

@@ -32,7 +32,7 @@ class CompactJob:
     """The dedupe horizon (``LANDER_COMPACT_DEDUPE_HORIZON``): a record whose event id
     arrived at most this long before it is a producer duplicate (:mod:`sparkjobs.dedupe`)."""
     strict: bool = False
-    compression: str = "snappy"
+    compression: str = "zstd"
     payload_format: str = "json"
     """How ``data`` was landed (``LANDER_PAYLOAD_FORMAT``): ``json`` text, or ``raw`` base64."""
 

@@ -1,23 +1,22 @@
 """One live process per worker id: the id itself is held like a lease.
 
-Under board coordination the claim is the worker's board slot (:func:`join_board`,
-decided by :func:`consumer.leases.board.claim_slot`): no item, no renewals of its own.
-Under scan coordination it is an item of its own (:class:`WorkerClaim`):
-
 Two processes under one worker id defeat the lease protocol: each takes the other's
 leases as its own ("the table says I own it"), checkpoints stall and nothing says why.
-So a worker first claims its id: an item ``lander-worker:<id>`` in the lease table,
-owned by a token drawn at process start and renewed with the worker's heartbeats,
-with the same conditional writes and the same expiry rule as a shard lease (a counter
-that stands still for the failover time on the observer's monotonic clock).
+So a worker first claims its id, with the same conditional writes and the same expiry
+rule as a shard lease (a counter that stands still for the failover time on the
+observer's monotonic clock), held by a token drawn at process start. Under board
+coordination the claim is the worker's board slot (:func:`join_board`, decided by
+:func:`consumer.leases.board.claim_slot`; the beat is its counter). Under scan
+coordination it is an item ``lander-worker:<id>`` in the lease table, renewed with the
+worker's heartbeats (:class:`WorkerClaim`).
 
-- Unowned (a graceful stop released it) or missing: take it at once.
-- Owned by another process whose counter moves: another live process runs under this
+- Free (a graceful stop released it), missing, fenced or its own: take it at once.
+- Held by another process whose counter moves: another live process runs under this
   id; refuse to start (:class:`DuplicateWorkerError`).
-- Owned by another process whose counter stands still for the failover time: a
+- Held by another process whose counter stands still for the failover time: a
   previous process of this id died; take it over.
-- Later, a renewal refused because the claim changed hands: this process was paused
-  past the failover time and a newer one runs under its id; stop.
+- Later, a renewal (or beat) refused because the claim changed hands: this process was
+  paused past the failover time and a newer one runs under its id; stop.
 """
 
 from __future__ import annotations
