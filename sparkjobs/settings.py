@@ -127,7 +127,7 @@ class CompactSettings(JobSettings):
     compact_compression: Compression = Field(
         default="zstd",
         description="Parquet compression codec: zstd writes files about 42 % smaller than "
-        "snappy at about the same CPU (docs/benchmarks.md, compaction).",
+        "snappy for up to 8 % more CPU (docs/benchmarks.md, compaction).",
     )
     compact_allow_empty: bool = Field(
         default=False,
