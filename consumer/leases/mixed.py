@@ -94,28 +94,24 @@ def _scan_workers_error(table: str, moving: list[str]) -> MixedCoordinationError
     )
 
 
-async def refuse_board_workers(
+async def refuse_other_mode(
+    mode: Literal["scan", "board"],
     store: CoordinatedStore,
     table: str,
     failover: float,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
-    """For a scan worker: raise if workers beat on the table's board."""
-    moving = await _moving(lambda: _slots(store), failover, sleep)
-    if moving:
-        raise _board_workers_error(table, moving)
-
-
-async def refuse_scan_workers(
-    store: CoordinatedStore,
-    table: str,
-    failover: float,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
-    """For a board worker: raise if leases are renewed by owners not on the board."""
-    moving = await _moving(lambda: _strangers(store), failover, sleep)
-    if moving:
-        raise _scan_workers_error(table, moving)
+    """For a worker of an explicit ``mode``: raise if workers of the other mode are
+    live on the table (a scan worker looks for beating slots, a board worker for
+    leases renewed by owners not on the board)."""
+    if mode == "scan":
+        moving = await _moving(lambda: _slots(store), failover, sleep)
+        if moving:
+            raise _board_workers_error(table, moving)
+    else:
+        moving = await _moving(lambda: _strangers(store), failover, sleep)
+        if moving:
+            raise _scan_workers_error(table, moving)
 
 
 async def choose_coordination(

@@ -50,11 +50,7 @@ from consumer.leases.board import LEAD_SECONDS
 from consumer.leases.board_coordinator import BoardCoordinator
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
-from consumer.leases.mixed import (
-    choose_coordination,
-    refuse_board_workers,
-    refuse_scan_workers,
-)
+from consumer.leases.mixed import choose_coordination, refuse_other_mode
 from consumer.leases.model import ShardLoad, ShardReport
 from consumer.leases.store import CoordinatedStore, LeaseStore
 from consumer.lifecycle.processor import Probe, ProcessorFactory
@@ -237,10 +233,8 @@ class Worker:
             mode = await choose_coordination(table, name, failover)
             if mode != self.coordination:
                 self._configure(mode)
-        elif self.board is not None:
-            await refuse_scan_workers(table, name, failover)
         else:
-            await refuse_board_workers(table, name, failover)
+            await refuse_other_mode(self.settings.coordination, table, name, failover)
         if self.claim is not None:
             await self.claim.acquire()
         self._log.info(
