@@ -83,6 +83,8 @@ def board_bytes(board: Board | None) -> int:
         size += 2 if slot.fenced else 0
         size += 1 + _number(round(slot.cpu * 10))
         size += 1 + _number(slot.beat_ms) if slot.beat_ms is not None else 0
+        size += 4 + len(slot.instance) if slot.instance is not None else 0
+        size += 4 + len(slot.address) if slot.address is not None else 0
     return size
 
 
@@ -207,11 +209,16 @@ class BilledLeaseStore(MemoryLeaseStore):
         return found
 
     async def join(
-        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+        self,
+        worker: str,
+        instance: str | None = None,
+        *,
+        expect: Expect = "any",
+        address: str | None = None,
     ) -> Board:
         """GetItem of the board, then the conditional write of the new slot."""
         await self.read_board()
-        call = super().join(worker, instance, expect=expect)
+        call = super().join(worker, instance, expect=expect, address=address)
         return cast("Board", await self._billed("UpdateItem board join", BOARD_KEY, call))
 
     async def beat(

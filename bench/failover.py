@@ -142,7 +142,12 @@ def measure_setting(
         workdir,
         stream,
         lease_table,
-        {"LANDER_FAILOVER_SECONDS": f"{failover:g}", "LANDER_COORDINATION": coordination},
+        # A metrics port, as every deploy file sets one: board workers wake each other there.
+        {
+            "LANDER_FAILOVER_SECONDS": f"{failover:g}",
+            "LANDER_COORDINATION": coordination,
+            "LANDER_METRICS_PORT": "0",
+        },
     )
     table = LeaseTable(boto3_client(aws.env, "dynamodb"), lease_table)
     recordings = Recordings(workers.recordings)

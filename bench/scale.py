@@ -45,6 +45,7 @@ from bench.virtual_time import VirtualClock
 from consumer.config import Settings, load_settings
 from consumer.leases.model import RESERVED_PREFIX
 from consumer.leases.store import LeaseStore
+from consumer.leases.wake import SEND_TIMEOUT
 from consumer.lifecycle.processor import Checkpointer, InitializationInput, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.stream.memory import MemoryStream
@@ -117,6 +118,7 @@ class Fleet:
         self.rng = random.Random(seed)
         self.members: dict[str, _Member] = {}
         self._next = 0
+        self._addresses: dict[str, str] = {}
 
     def settings(self, worker_id: str) -> Settings:
         return load_settings(
@@ -140,8 +142,24 @@ class Fleet:
                 _Idle,
                 rng=random.Random(self.rng.random()),
             )
+            # Wake-ups as a deployment with LANDER_METRICS_PORT has them, delivered in
+            # the process (no traffic): the address only sizes the board item.
+            address = f"10.0.{self._next // 250}.{self._next % 250}:9100"
+            self._addresses[address] = worker_id
+            worker.advertise(address)
+            if worker.board is not None:
+                worker.board.waker.transport = self._wake
             task = asyncio.create_task(worker.run(), name=worker_id)
             self.members[worker_id] = _Member(worker, view, task)
+
+    async def _wake(self, address: str) -> bool:
+        """A wake-up reaches a live worker; a frozen or stopped one never answers."""
+        member = self.members.get(self._addresses.get(address, ""))
+        if member is None or member.view.frozen or member.task.done():
+            await asyncio.sleep(SEND_TIMEOUT)
+            return False
+        member.worker.wake()
+        return True
 
     def freeze(self, count: int) -> list[str]:
         """Freeze ``count`` live workers at random, as ``kill -9`` would."""

@@ -2,8 +2,10 @@
 
 A worker serves them when ``LANDER_METRICS_PORT`` is set (0 picks a free port, which is
 logged). The server runs on the worker's event loop, so an answer from ``/healthz``
-also proves the loop is not stalled. Requests are tiny and answered with
-``Connection: close``; anything slow or malformed is dropped after a short timeout.
+also proves the loop is not stalled. Under board coordination it also takes ``POST
+/wake`` from other workers (:mod:`consumer.leases.wake`): the worker beats at once.
+Requests are tiny and answered with ``Connection: close``; anything slow or malformed
+is dropped after a short timeout.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from consumer.leases.wake import WAKE_PATH
+
 if TYPE_CHECKING:
     from consumer.lifecycle.worker import Health
     from consumer.metrics import LanderMetrics
@@ -24,17 +28,29 @@ if TYPE_CHECKING:
 log = structlog.get_logger("consumer.health")
 
 _READ_TIMEOUT = 5.0
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    202: "Accepted",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    503: "Service Unavailable",
+}
 
 
 class HealthServer:
     """Serves one worker's metrics registry and health checks."""
 
     def __init__(
-        self, metrics: LanderMetrics, health: Callable[[], Health], host: str, port: int
+        self,
+        metrics: LanderMetrics,
+        health: Callable[[], Health],
+        host: str,
+        port: int,
+        wake: Callable[[], None] | None = None,
     ) -> None:
         self.metrics = metrics
         self.health = health
+        self.wake = wake
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
@@ -57,6 +73,11 @@ class HealthServer:
     def respond(self, method: str, path: str) -> tuple[int, str, bytes]:
         """Status, content type and body for one request (pure: testable alone)."""
         path = path.split("?", 1)[0]
+        if path == WAKE_PATH and self.wake is not None:
+            if method != "POST":
+                return 405, "text/plain; charset=utf-8", b"method not allowed: POST /wake\n"
+            self.wake()
+            return 202, "text/plain; charset=utf-8", b"woken\n"
         if method not in ("GET", "HEAD"):
             return 405, "text/plain; charset=utf-8", b"method not allowed\n"
         if path == "/metrics":

@@ -170,6 +170,13 @@ class LanderMetrics:
         self.ready = Gauge("lander_ready", "1 while /readyz answers 200, else 0.", registry=r)
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds (Linux).
         ProcessCollector(registry=r)
+        self.wakeups = Counter(
+            "lander_board_wakeups",
+            "Board coordination wake-ups: sent (answered), failed (not answered: that "
+            "worker acts at its next beat instead), received.",
+            ["outcome"],
+            registry=r,
+        )
         self.reconcile_listings = Counter(
             "lander_reconcile_listings",
             "Listings of landed objects made to reconcile after a takeover.",

@@ -66,6 +66,19 @@ def test_the_isal_codec_without_its_wheel_is_refused_at_start(
     assert load_settings(stream="s", lease_table="leases", gzip_codec="ZLIB").gzip_codec == "zlib"
 
 
+def test_an_advertised_host_needs_the_metrics_port() -> None:
+    """Other workers wake this one on its metrics port: a host set without the port is
+    refused at start, in one line; auto and off need nothing."""
+    base = {"stream": "s", "lease_table": "leases"}
+    with pytest.raises(ConfigError, match=r"LANDER_ADVERTISE_HOST \(pod-1\) needs LANDER_METR"):
+        load_settings(**base, advertise_host="pod-1")
+    with pytest.raises(ConfigError, match="LANDER_ADVERTISE_HOST must be a host name"):
+        load_settings(**base, advertise_host="http://pod-1/", metrics_port=9100)
+    assert load_settings(**base, advertise_host="pod-1", metrics_port=9100).metrics_port == 9100
+    assert load_settings(**base).advertise_host == "auto"
+    assert load_settings(**base, advertise_host="off").advertise_host == "off"
+
+
 def test_env_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     """Environment gives the settings, flags (overrides) win, defaults fill the rest."""
     monkeypatch.setenv("LANDER_STREAM", "orders")

@@ -382,6 +382,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     from consumer.errors import RefusedError
     from consumer.health import HealthServer
     from consumer.leases.dynamo import DynamoLeaseStore
+    from consumer.leases.wake import advertised_host, join_address
     from consumer.lifecycle.processor import WorkerContext, load_processor
     from consumer.lifecycle.worker import Worker, tune_gc
     from consumer.metrics import LanderMetrics
@@ -436,10 +437,14 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
         server = None
         if settings.metrics_port is not None:
             server = HealthServer(
-                context.metrics, worker.health, settings.metrics_host, settings.metrics_port
+                context.metrics,
+                worker.health,
+                settings.metrics_host,
+                settings.metrics_port,
+                wake=worker.wake,
             )
             try:
-                await server.start()
+                port = await server.start()
             except OSError as exc:
                 print(
                     f"lander: LANDER_METRICS_PORT {settings.metrics_port} on "
@@ -447,6 +452,8 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
                     file=sys.stderr,
                 )
                 return EXIT_CONFIG
+            host = advertised_host(settings.advertise_host, settings.metrics_host)
+            worker.advertise(None if host is None else join_address(host, port))
         tune_gc()
         stopper = asyncio.create_task(_stop_when(stop, worker))
         try:

@@ -73,6 +73,9 @@ class Slot:
     instance: str | None = None
     """A token the process draws at start: the slot is also the process's claim on
     its worker id (:func:`claim_slot`). None on slots written before it existed."""
+    address: str | None = None
+    """``host:port`` of the worker's metrics server, where others wake it
+    (:mod:`.wake`); None when it serves none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,12 +34,13 @@ import structlog
 from consumer.leases.board import LEAD_SECONDS, Board, Slot, line, watch
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.decisions import Seen
-from consumer.leases.handoff import await_ack, await_handoff
+from consumer.leases.handoff import await_ack, await_handoff, release_unheld, start_leaving
 from consumer.leases.identity import join_board
 from consumer.leases.leader import Leader
 from consumer.leases.model import Lease, LeaseError, LeaseLostError
 from consumer.leases.reports import CpuMeter, TroubleReports, write_report
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
+from consumer.leases.wake import Waker
 from consumer.sequence import Checkpoint
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class BoardCoordinator(LeaseCoordinator):
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
         instance: str | None = None,
+        address: str | None = None,
     ) -> None:
         super().__init__(
             store, worker_id, failover, renew_interval, clock=clock, rng=rng, metrics=metrics
@@ -80,6 +82,9 @@ class BoardCoordinator(LeaseCoordinator):
         self.sleep = sleep
         self.instance = instance or uuid.uuid4().hex
         """This process's token on its slot: its claim on the worker id."""
+        self.address = address
+        """``host:port`` where others wake this worker (:mod:`.wake`), if anywhere."""
+        self.waker = Waker(worker_id, metrics)
         self.slot: Slot | None = None
         """This worker's slot as its last beat wrote it (None until joined)."""
         self.board = Board()
@@ -117,11 +122,14 @@ class BoardCoordinator(LeaseCoordinator):
         self._accept(board, started)
         self._read = len(self.slot.incoming) if self.slot else 0
         self._log.info("joined the board", joined=self.slot.joined if self.slot else None)
+        order = line(self.board, self.slot_seen, self.clock(), self.failover)
+        if order:
+            self.wake(order[0])  # the leader plans with the newcomer from its next pass
         await self.read_own_leases()
 
     async def _join(self) -> Board:
         claim = (self.board_store, self.worker_id, self.instance, self.failover)
-        return await join_board(*claim, clock=self.clock, sleep=self.sleep)
+        return await join_board(*claim, clock=self.clock, sleep=self.sleep, address=self.address)
 
     def fresh(self) -> bool:
         """Whether this worker is inside its acting window."""
@@ -248,7 +256,7 @@ class BoardCoordinator(LeaseCoordinator):
             and await self.store.acknowledge(key, self.worker_id)
         ):
             if lease.owner is not None:
-                await self.board_store.notify(lease.owner)
+                await self.notify(lease.owner)
             self.waits[key] = asyncio.create_task(await_handoff(self, key, lease.owner))
 
     async def take_given(self, lease: Lease) -> None:
@@ -318,42 +326,20 @@ class BoardCoordinator(LeaseCoordinator):
             await self._notify_leader()
         elif to is not None:
             with contextlib.suppress(LeaseError):
-                await self.board_store.notify(to)
+                await self.notify(to)
 
     async def _notify_leader(self) -> None:
         order = line(self.board, self.slot_seen, self.clock(), self.failover)
         if order and order[0] != self.worker_id:
             with contextlib.suppress(Exception):
-                await self.board_store.notify(order[0])
+                await self.notify(order[0])
         elif order:
             self.leader.want_sweep()
 
     async def start_leaving(self) -> None:
-        """Flag the slot as leaving and ask for the hand-off of every held lease at
-        once, each to the live worker holding fewest (the leader would do the same at
-        its next pass; this saves that wait). Each shard stops when its receiver acks."""
-        self.leaving = self.stopping = True
-        if self.slot is None:
-            return
-        with contextlib.suppress(LeaseLostError):
-            await self.beat()
-        order = line(self.board, self.slot_seen, self.clock(), self.failover)
-        load = {
-            w: self.board.slots[w].held
-            for w in order
-            if w != self.worker_id and not self.board.slots[w].leaving
-        }
-        deliveries: dict[str, list[str]] = {}
-        for key, held in sorted(self.held.items()):
-            if not load or held.lost or held.lease.handoff_to is not None:
-                continue
-            to = min(sorted(load), key=lambda w: load[w])
-            if await self.store.request_handoff(held.lease, to):
-                load[to] += 1
-                deliveries.setdefault(to, []).append(key)
-                self.acks[key] = asyncio.create_task(await_ack(self, key))
-        for to, keys in deliveries.items():
-            await self.board_store.deliver(to, keys)
+        """Flag the slot as leaving and ask for every hand-off at once
+        (:func:`.handoff.start_leaving`)."""
+        await start_leaving(self)
 
     async def leave(self) -> None:
         """After every lease is given up: take the slot off the board."""
@@ -364,17 +350,29 @@ class BoardCoordinator(LeaseCoordinator):
         if self.slot is not None:
             await self.board_store.remove_slot(self.worker_id, counter=self.slot.counter)
             self.slot = None
+        await self.waker.close()
 
     async def release_unheld(self) -> None:
         """Release leases that name this worker but that it does not hold."""
-        for key in await self.store.owned_by(self.worker_id):
-            if key in self.held:
-                continue
-            lease = await self.store.get_lease(key)
-            if lease is not None and lease.owner == self.worker_id:
-                with contextlib.suppress(LeaseLostError):
-                    await self.store.release(lease)
-                    self._log.info("lease passed on", shard_id=key, why="this worker is stopping")
+        await release_unheld(self)
+
+    # -- telling others: the board, then a wake-up ---------------------------------------
+
+    async def deliver(self, worker: str, keys: list[str]) -> None:
+        """Append lease keys to a worker's incoming list, and wake it."""
+        await self.board_store.deliver(worker, keys)
+        self.wake(worker)
+
+    async def notify(self, worker: str) -> None:
+        """Have a worker read its own leases again, and wake it."""
+        await self.board_store.notify(worker)
+        self.wake(worker)
+
+    def wake(self, worker: str) -> None:
+        """Wake a worker that gave an address (:mod:`.wake`); the others beat anyway."""
+        slot = self.board.slots.get(worker)
+        if worker != self.worker_id and slot is not None and slot.address is not None:
+            self.waker.send(worker, slot.address)
 
     # -- the leader ------------------------------------------------------------------------
 

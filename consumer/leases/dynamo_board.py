@@ -7,7 +7,8 @@ Item layout (``leaseKey`` = ``lander-board``)::
                                          i (L of S) incoming lease keys, f (BOOL) fenced,
                                          u (N) CPU percent, t (N) wall-clock ms of
                                          the last beat, for people, p (S) the
-                                         process's token: its claim on the worker id}
+                                         process's token: its claim on the worker id,
+                                         a (S) host:port others wake it at}
 
 Every beat is an UpdateItem on the worker's own map, conditioned on its counter and on
 it not being fenced, returning the whole item (``ALL_NEW``): the read every worker
@@ -29,7 +30,8 @@ import structlog
 from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import error_code, http_status
-from consumer.leases.board import BOARD_KEY, Board, Slot
+from consumer.leases.board import BOARD_KEY, Board
+from consumer.leases.board_item import board_from_item, slot_item
 from consumer.leases.model import RESERVED_PREFIX, wall_ms
 from consumer.leases.store import Expect, LeaseStoreError, SlotLostError, TableMissingError
 
@@ -219,7 +221,12 @@ class DynamoBoard:
 
     @aws_errors
     async def join(
-        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+        self,
+        worker: str,
+        instance: str | None = None,
+        *,
+        expect: Expect = "any",
+        address: str | None = None,
     ) -> Board:
         """Put a fresh slot, conditioned on the board's join count and on the previous
         slot's counter, so neither a concurrent join nor a late beat is overwritten."""
@@ -230,16 +237,8 @@ class DynamoBoard:
             previous = board.slots.get(worker)
             if expect not in ("any", None if previous is None else previous.counter):
                 raise SlotLostError(f"board slot of {worker} changed before the join")
-            slot: dict[str, Any] = {
-                "c": {"N": str(0 if previous is None else previous.counter + 1)},
-                "j": {"N": str(board.joins)},
-                "g": {"N": "0"},
-                "n": {"N": "0"},
-                "l": {"BOOL": False},
-                "i": {"L": []},
-            }
-            if instance is not None:
-                slot["p"] = {"S": instance}
+            counter = 0 if previous is None else previous.counter + 1
+            slot = slot_item(counter, board.joins, instance, address)
             values: dict[str, Any] = {
                 ":joins": {"N": str(board.joins)},
                 ":next": {"N": str(board.joins + 1)},
@@ -374,26 +373,3 @@ class DynamoBoard:
                 return False
             raise
         return True
-
-
-def board_from_item(item: Mapping[str, Any]) -> Board:
-    """Read the board item."""
-    slots = {
-        worker: _slot(value["M"]) for worker, value in item.get("slots", {}).get("M", {}).items()
-    }
-    return Board(slots=slots, joins=int(item.get("joins", {}).get("N", "0")))
-
-
-def _slot(raw: Mapping[str, Any]) -> Slot:
-    return Slot(
-        counter=int(raw["c"]["N"]),
-        joined=int(raw.get("j", {}).get("N", "0")),
-        fenced=bool(raw.get("f", {}).get("BOOL", False)),
-        notices=int(raw.get("g", {}).get("N", "0")),
-        held=int(raw.get("n", {}).get("N", "0")),
-        leaving=bool(raw.get("l", {}).get("BOOL", False)),
-        incoming=tuple(entry["S"] for entry in raw.get("i", {}).get("L", [])),
-        cpu=float(raw.get("u", {}).get("N", "0")),
-        beat_ms=int(raw["t"]["N"]) if "t" in raw else None,
-        instance=raw["p"]["S"] if "p" in raw else None,
-    )

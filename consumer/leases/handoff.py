@@ -11,9 +11,13 @@ readers is one poll, not a beat interval.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
 import structlog
+
+from consumer.leases.board import line
+from consumer.leases.model import LeaseLostError
 
 if TYPE_CHECKING:
     from consumer.leases.board_coordinator import BoardCoordinator
@@ -43,7 +47,7 @@ async def await_handoff(w: BoardCoordinator, key: str, owner: str | None) -> Non
             if lease.handoff_to != w.worker_id:
                 return
             if owner is not None and w.clock() - nudged >= w.renew_interval:
-                await w.board_store.notify(owner)
+                await w.notify(owner)
                 nudged = w.clock()
     except Exception as exc:  # a lease left where it is is picked up by the leader
         log.warning(
@@ -76,3 +80,51 @@ async def await_ack(w: BoardCoordinator, key: str) -> None:
         )
     finally:
         w.acks.pop(key, None)
+
+
+async def start_leaving(w: BoardCoordinator) -> None:
+    """Flag the worker's slot as leaving and ask for the hand-off of every held lease
+    at once, each to the live worker holding fewest (the leader would do the same at
+    its next pass; this saves that wait), and wake the receivers. Each shard stops
+    when its receiver acknowledges."""
+    w.leaving = w.stopping = True
+    if w.slot is None:
+        return
+    with contextlib.suppress(LeaseLostError):
+        await w.beat()
+    order = line(w.board, w.slot_seen, w.clock(), w.failover)
+    load = {
+        worker: w.board.slots[worker].held
+        for worker in order
+        if worker != w.worker_id and not w.board.slots[worker].leaving
+    }
+    deliveries: dict[str, list[str]] = {}
+    for key, held in sorted(w.held.items()):
+        if not load or held.lost or held.lease.handoff_to is not None:
+            continue
+        to = min(sorted(load), key=lambda worker: load[worker])
+        if await w.store.request_handoff(held.lease, to):
+            load[to] += 1
+            deliveries.setdefault(to, []).append(key)
+            w.acks[key] = asyncio.create_task(await_ack(w, key))
+    for to, keys in deliveries.items():
+        await w.deliver(to, keys)
+
+
+async def release_unheld(w: BoardCoordinator) -> None:
+    """Release leases that name the worker but that it does not hold (given to it just
+    before it stopped): the leader places them again at once, not after the failover
+    time."""
+    for key in await w.store.owned_by(w.worker_id):
+        if key in w.held:
+            continue
+        lease = await w.store.get_lease(key)
+        if lease is not None and lease.owner == w.worker_id:
+            with contextlib.suppress(LeaseLostError):
+                await w.store.release(lease)
+                log.info(
+                    "lease passed on",
+                    worker_id=w.worker_id,
+                    shard_id=key,
+                    why="this worker is stopping",
+                )

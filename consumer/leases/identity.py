@@ -147,10 +147,12 @@ async def join_board(
     *,
     clock: Callable[[], float],
     sleep: Callable[[float], Awaitable[None]],
+    address: str | None = None,
 ) -> Board:
-    """Take this worker id's slot for the process ``instance``: at once if it is free,
-    fenced or this process's own, after watching another process's slot stand still
-    for the failover time; raise :class:`DuplicateWorkerError` if that one beats."""
+    """Take this worker id's slot for the process ``instance`` (woken at ``address``,
+    :mod:`.wake`): at once if it is free, fenced or this process's own, after watching
+    another process's slot stand still for the failover time; raise
+    :class:`DuplicateWorkerError` if that one beats."""
     first: Seen | None = None
     while True:
         board = await board_store.read_board()
@@ -161,7 +163,7 @@ async def join_board(
         if decision == "join":
             expect = None if slot is None else slot.counter
             try:
-                return await board_store.join(worker_id, instance, expect=expect)
+                return await board_store.join(worker_id, instance, expect=expect, address=address)
             except SlotLostError:
                 first = None  # it changed under us: look again
                 continue

@@ -90,7 +90,7 @@ class Leader:
                 if worker == w.worker_id:
                     await w.read_own_leases()
                 else:
-                    await w.board_store.notify(worker)
+                    await w.notify(worker)
             await self._remove_dead_slots(board)
 
     async def sweep(self) -> None:
@@ -182,10 +182,10 @@ class Leader:
                 if lease.owner is not None:
                     owners.add(lease.owner)
         for to, keys in deliveries.items():
-            await w.board_store.deliver(to, keys)
+            await w.deliver(to, keys)
         # Owners asked to hand over watch for the receiver's ack (see BoardCoordinator).
         for owner in sorted(owners):
-            await w.board_store.notify(owner)
+            await w.notify(owner)
 
     async def _give(self, lease: Lease, to: str) -> Lease | None:
         """Make ``to`` the owner of a free lease (or take it, if ``to`` is the leader)."""

@@ -208,7 +208,12 @@ class MemoryLeaseStore:
         return self._board()
 
     async def join(
-        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+        self,
+        worker: str,
+        instance: str | None = None,
+        *,
+        expect: Expect = "any",
+        address: str | None = None,
     ) -> Board:
         """A fresh slot for ``worker`` if the slot there is as expected."""
         board = self._board()
@@ -217,7 +222,7 @@ class MemoryLeaseStore:
             raise SlotLostError(f"board slot of {worker} changed before the join")
         counter = 0 if previous is None else previous.counter + 1
         self.board = replace(board, joins=board.joins + 1)
-        slot = Slot(counter=counter, joined=board.joins, instance=instance)
+        slot = Slot(counter=counter, joined=board.joins, instance=instance, address=address)
         return self._put(worker, slot)
 
     async def beat(

@@ -87,9 +87,15 @@ class BoardStore(Protocol):
         """The board, strongly consistent; an empty board if it does not exist yet."""
 
     async def join(
-        self, worker: str, instance: str | None = None, *, expect: Expect = "any"
+        self,
+        worker: str,
+        instance: str | None = None,
+        *,
+        expect: Expect = "any",
+        address: str | None = None,
     ) -> Board:
-        """Put a fresh slot for ``worker``, owned by the process ``instance``. With
+        """Put a fresh slot for ``worker``, owned by the process ``instance``, with the
+        ``address`` others wake it at (:mod:`.wake`). With
         ``expect`` a counter, only over a slot that still has it (one a previous
         process of the same worker id left, proved dead or gone by
         :func:`~consumer.leases.board.claim_slot`); with None, only where there is no

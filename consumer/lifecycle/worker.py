@@ -53,6 +53,7 @@ from consumer.leases.identity import WorkerClaim
 from consumer.leases.mixed import choose_coordination, refuse_other_mode
 from consumer.leases.model import ShardLoad, ShardReport
 from consumer.leases.store import CoordinatedStore, LeaseStore
+from consumer.leases.wake import Alarm
 from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.metrics import LanderMetrics, version
@@ -68,7 +69,6 @@ PROBE_TIMEOUT = 30.0
 
 LOAD_SMOOTHING = 0.3
 """Weight of the newest measure in a shard's load (an exponential moving average)."""
-
 SYNC_AGAIN_SECONDS = 5.0
 """After a shard sync that left missing leases to another worker, the next sync comes
 this soon (jittered), not a full sync interval later."""
@@ -115,6 +115,9 @@ class Worker:
         self.coordinator: LeaseCoordinator
         self.claim: WorkerClaim | None = None
         self.syncer: ShardSyncer
+        self.alarm = Alarm()
+        """Cuts the board beat's sleep short on a wake-up (:mod:`consumer.leases.wake`)."""
+        self.wake_address: str | None = None
         # ``auto`` is settled against the table at start (consumer.leases.mixed); until
         # then the worker is set up for the board, which an empty table gets.
         self._configure("scan" if settings.coordination == "scan" else "board")
@@ -153,6 +156,7 @@ class Worker:
                 sweep_seconds=settings.lease_sweep_seconds,
                 rng=self._rng,
                 metrics=self.metrics,
+                address=self.wake_address,
             )
             self.board.on_taken = lambda lease: self._start_shard(lease.key)
             self.board.on_handoff = self._hand_off
@@ -178,6 +182,18 @@ class Worker:
         self.syncer = ShardSyncer(self.stream, store, initial, batch=batch)
 
     # -- lifecycle -----------------------------------------------------------------
+
+    def advertise(self, address: str | None) -> None:
+        """Where other workers wake this one (``host:port`` of its metrics server);
+        set before :meth:`run`, written on its board slot when it joins."""
+        self.wake_address = address
+        if self.board is not None:
+            self.board.address = address
+
+    def wake(self) -> None:
+        """A wake-up arrived (``POST /wake``): beat now, not at the next interval."""
+        self.metrics.wakeups.labels("received").inc()
+        self.alarm.ring()
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (safe to call from a signal handler)."""
@@ -243,6 +259,7 @@ class Worker:
             lease_table=self.settings.lease_table,
             failover_seconds=self.settings.failover_seconds,
             coordination=self.coordination,
+            wake_address=self.wake_address if self.board is not None else None,
         )
         if self.board is not None:
             # Kept through the shutdown: the beat proves this worker alive while its
@@ -294,7 +311,9 @@ class Worker:
         self._last_contact = time.monotonic()
         board = self.board
         return [
-            asyncio.create_task(self._loop("beat", self._beat_pass, board.beat_delay)),
+            asyncio.create_task(
+                self._loop("beat", self._beat_pass, board.beat_delay, self.alarm.sleep)
+            ),
             asyncio.create_task(self._loop("lead", board.lead_pass, board.leader.delay)),
         ]
 
@@ -343,7 +362,11 @@ class Worker:
     # -- loops ---------------------------------------------------------------------
 
     async def _loop(
-        self, name: str, one_pass: Callable[[], Awaitable[None]], delay: Callable[[], float]
+        self,
+        name: str,
+        one_pass: Callable[[], Awaitable[None]],
+        delay: Callable[[], float],
+        pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if name == "lease":
             await self._synced.wait()
@@ -358,7 +381,7 @@ class Worker:
                 if not is_retriable(exc):
                     raise
                 self._log.warning(f"{name} pass failed", error=repr(exc)[:500])
-            await asyncio.sleep(delay())
+            await pause(delay())
 
     def _scan_delay(self) -> float:
         # Jitter keeps workers started together from scanning in lockstep.

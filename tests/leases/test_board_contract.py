@@ -31,6 +31,19 @@ async def test_empty_board_and_joins_in_order(table: Table) -> None:
     assert await store.list_leases() == []  # the board is not a lease
 
 
+async def test_a_slot_keeps_its_process_token_and_wake_address(table: Table) -> None:
+    """What a join writes for others to read: the process token and the address it is
+    woken at survive beats; a rejoin without an address drops the old one."""
+    store = table.store
+    board = await store.join("w-a", "token-1", address="10.0.0.7:9100")
+    assert board.slots["w-a"].instance == "token-1"
+    assert board.slots["w-a"].address == "10.0.0.7:9100"
+    board = await store.beat("w-a", 0, held=0, leaving=False, read=0)
+    assert board.slots["w-a"].address == "10.0.0.7:9100"
+    board = await store.join("w-a", "token-2", expect=1)
+    assert (board.slots["w-a"].instance, board.slots["w-a"].address) == ("token-2", None)
+
+
 async def test_racing_joins_all_get_distinct_places(table: Table) -> None:
     """Joins in the same moment each get a slot and a distinct join number."""
     store = table.store

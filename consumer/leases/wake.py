@@ -1,0 +1,162 @@
+"""Wake-ups: telling another worker to beat now (board coordination).
+
+A worker learns what others ask of it (a lease given or handed to it, the
+acknowledgement of a hand-off it waits for, a lease released for the leader to place)
+from its next beat: every second for the leader and the next in line, every renew
+interval for the others. So a graceful hand-off used to wait for the receiver's beat.
+
+A worker that serves its metrics port writes the address others reach it at on its
+slot (``LANDER_ADVERTISE_HOST``). Whoever appends to its incoming list or bumps its
+notices then also sends it ``POST /wake``, and it beats at once. A wake-up carries
+nothing: the woken worker beats and reads what the board says, so a wake-up that is
+lost, late, repeated or forged costs at most one beat, never a decision. Wake-ups are
+best effort: one that does not arrive (no address, a network policy, a timeout) leaves
+the worker to its next beat, as without them. A worker beats on wake-ups at most every
+:data:`MIN_GAP` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from consumer.metrics import LanderMetrics
+
+log = structlog.get_logger("consumer.leases")
+
+WAKE_PATH = "/wake"
+SEND_TIMEOUT = 0.5
+"""Seconds a wake-up may take (connect, send, status line) before it is given up."""
+MIN_GAP = 0.05
+"""The shortest time between two beats a worker makes on wake-ups."""
+_ANY_ADDRESS = ("", "0.0.0.0", "::")
+
+
+class Alarm:
+    """The receiving side: the beat loop's sleep, cut short by a wake-up."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._event = asyncio.Event()
+        self._clock = clock
+        self.rung = 0
+        """Wake-ups received (for tests and metrics)."""
+
+    def ring(self) -> None:
+        """A wake-up arrived: the current or next sleep ends (several coalesce)."""
+        self.rung += 1
+        self._event.set()
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, or until rung, but at least :data:`MIN_GAP`. A ring during
+        the pass before the sleep ends it too, so no wake-up is lost."""
+        started = self._clock()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), seconds)
+        self._event.clear()
+        rest = min(MIN_GAP, seconds) - (self._clock() - started)
+        if rest > 0:
+            await asyncio.sleep(rest)
+
+
+class Waker:
+    """The sending side: wake-ups go out on their own tasks, never awaited by the
+    sender, so a slow or unreachable peer delays nothing."""
+
+    def __init__(self, worker_id: str, metrics: LanderMetrics | None = None) -> None:
+        self.worker_id = worker_id
+        self.metrics = metrics
+        self.sent = 0
+        self.failed = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._warned: set[str] = set()
+        self.transport: Callable[[str], Awaitable[bool]] = send_wake
+        """Delivers one wake-up to an address (HTTP; a simulation passes its own)."""
+
+    def send(self, worker: str, address: str) -> None:
+        """Wake ``worker`` at ``address`` (host:port), in the background."""
+        task = asyncio.create_task(self._send(worker, address))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, worker: str, address: str) -> None:
+        ok = await self.transport(address)
+        if self.metrics is not None:
+            self.metrics.wakeups.labels("sent" if ok else "failed").inc()
+        if ok:
+            self.sent += 1
+            return
+        self.failed += 1
+        if address not in self._warned:  # once per address: a blocked port stays blocked
+            self._warned.add(address)
+            log.warning(
+                "wake-up did not arrive; that worker acts at its next beat instead",
+                worker_id=self.worker_id,
+                to=worker,
+                address=address,
+            )
+
+    async def close(self) -> None:
+        """Cancel wake-ups still under way."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def send_wake(address: str) -> bool:
+    """``POST /wake`` to a worker's metrics port; True if it answered 202."""
+    try:
+        host, port = split_address(address)
+        async with asyncio.timeout(SEND_TIMEOUT):
+            reader, writer = await asyncio.open_connection(host, port)
+            try:
+                writer.write(
+                    f"POST {WAKE_PATH} HTTP/1.1\r\nHost: {address}\r\n"
+                    "Content-Length: 0\r\nConnection: close\r\n\r\n".encode("latin-1")
+                )
+                await writer.drain()
+                status = await reader.readline()
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+    except (OSError, TimeoutError, ValueError, UnicodeError):
+        return False
+    return status.split()[1:2] == [b"202"]
+
+
+def join_address(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 literal in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """The host and port of a ``host:port`` (ValueError if it is not one)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"not host:port: {address!r}")
+    return host.strip("[]"), int(port)
+
+
+def advertised_host(setting: str, bind_host: str) -> str | None:
+    """The host other workers wake this one at: ``setting`` itself, None for ``off``;
+    for ``auto``, the metrics server's bind address when it is a specific one, else the
+    address this machine's host name resolves to (a pod's or task's own IP on
+    Kubernetes and ECS), None if it resolves to nothing."""
+    if setting == "off":
+        return None
+    if setting != "auto":
+        return setting
+    if bind_host not in _ANY_ADDRESS:
+        return bind_host
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return None
