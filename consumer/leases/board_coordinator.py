@@ -155,9 +155,11 @@ class BoardCoordinator(LeaseCoordinator):
         return self.renew_interval
 
     async def beat_pass(self) -> None:
-        """Beat, then act on what the board says: incoming leases and notices."""
+        """Beat, then act on what the board says: incoming leases and notices. A worker
+        without a slot joins again, unless it is stopping (it just left)."""
         if self.slot is None:
-            await self.join()
+            if not self.stopping:
+                await self.join()
             return
         try:
             await self.beat()

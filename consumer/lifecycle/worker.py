@@ -69,6 +69,11 @@ PROBE_TIMEOUT = 30.0
 
 LOAD_SMOOTHING = 0.3
 """Weight of the newest measure in a shard's load (an exponential moving average)."""
+LOAD_WINDOW_POLLS = 5
+"""A load is measured over at least this many idle-poll intervals (5 s by default): a
+beat (1 s for the leader) is as long as an idle poll, so one beat's count is zero, one
+or two polls' worth of records."""
+
 SYNC_AGAIN_SECONDS = 5.0
 """After a shard sync that left missing leases to another worker, the next sync comes
 this soon (jittered), not a full sync interval later."""
@@ -436,14 +441,21 @@ class Worker:
             )
 
     def _measure_load(self, key: str, progress: ShardProgress, now: float) -> None:
+        """Records and KB a second over at least :data:`LOAD_WINDOW_POLLS` idle polls, smoothed;
+        a new owner starts from the load its lease carries (the previous owner's), so a
+        lease that just moved does not weigh as if idle (or doubly busy) in the plan."""
         then = self._read_at.get(key)
-        self._read_at[key] = (now, progress.records_read, progress.bytes_read)
-        if then is None or now - then[0] <= 0:
+        if then is None:
+            self._read_at[key] = (now, progress.records_read, progress.bytes_read)
             return
         seconds = now - then[0]
+        if seconds < LOAD_WINDOW_POLLS * self.settings.poll_idle_seconds:
+            return
+        self._read_at[key] = (now, progress.records_read, progress.bytes_read)
         rps = (progress.records_read - then[1]) / seconds
         kbps = (progress.bytes_read - then[2]) / seconds / 1024
-        old = self.coordinator.loads.get(key)
+        held = self.coordinator.held.get(key)
+        old = self.coordinator.loads.get(key) or (held.lease.load if held else None)
         if old is not None:  # smoothed over about three reports
             rps = old.records_per_second + LOAD_SMOOTHING * (rps - old.records_per_second)
             kbps = old.kb_per_second + LOAD_SMOOTHING * (kbps - old.kb_per_second)

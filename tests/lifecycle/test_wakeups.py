@@ -139,3 +139,19 @@ async def test_without_wake_ups_the_receiver_acts_at_its_beat(
     await asyncio.gather(one, two)
     assert balanced >= 1.0
     assert second.metrics.value("lander_board_wakeups", outcome="received") == 0
+
+
+async def test_a_worker_woken_after_it_left_does_not_join_again() -> None:
+    """A wake-up (or the leaving worker's fast beat) can end the beat loop's sleep
+    after the slot was removed: a stopping worker must not join again, or its fresh
+    slot, not leaving, would be given leases until the leader fences it."""
+    store = MemoryLeaseStore()
+    worker = board_coordinator.BoardCoordinator(store, "w1", 3.0, 1.0)
+    await worker.join()
+    await worker.start_leaving()
+    await worker.leave()
+    await worker.beat_pass()
+    assert "w1" not in (await store.read_board()).slots
+    other = board_coordinator.BoardCoordinator(store, "w2", 3.0, 1.0)
+    await other.beat_pass()  # a worker that is not stopping joins on its first pass
+    assert "w2" in (await store.read_board()).slots

@@ -9,14 +9,17 @@ from dataclasses import dataclass, field
 import pytest
 
 from consumer.config import load_settings
+from consumer.leases.coordinator import HeldLease
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.mixed import MixedCoordinationError
+from consumer.leases.model import Lease, ShardLoad
 from consumer.lifecycle.processor import (
     Checkpointer,
     InitializationInput,
     ProcessRecordsInput,
     RecordProcessor,
 )
+from consumer.lifecycle.shard_consumer import ShardProgress
 from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
 from consumer.sequence import Position, Sentinel
@@ -410,3 +413,26 @@ async def test_a_processor_that_fails_to_construct_is_retried_not_left_stuck() -
     worker.request_stop()
     await task
     assert calls >= 2
+
+
+async def test_a_shards_load_is_measured_over_several_polls_from_what_its_lease_carries() -> None:
+    """A lease that just moved weighs what it weighed before: the new owner smooths
+    from the load the lease carries, and measures over at least five idle polls (a
+    one-second beat holds zero, one or two polls' worth of records)."""
+    settings = load_settings(
+        stream="s", lease_table="leases", worker_id="w1", poll_idle_seconds=1.0
+    )
+    factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(Journal())  # noqa: E731
+    worker = Worker(settings, MemoryLeaseStore(), MemoryStream(1), factory)
+    key = "shardId-000000000000"
+    carried = ShardLoad(records_per_second=100.0, kb_per_second=50.0)
+    worker.coordinator.held[key] = HeldLease(Lease(key, owner="w1", load=carried), 0.0)
+    progress = ShardProgress()
+    worker._measure_load(key, progress, 0.0)
+    progress.records_read, progress.bytes_read = 40, 20 * 1024
+    worker._measure_load(key, progress, 1.0)  # one beat: not a measure
+    assert key not in worker.coordinator.loads
+    worker._measure_load(key, progress, 5.0)  # five polls with 40 records: 8 a second
+    load = worker.coordinator.loads[key]
+    assert load.records_per_second == pytest.approx(100 + 0.3 * (8 - 100))
+    assert load.kb_per_second == pytest.approx(50 + 0.3 * (4 - 50))
