@@ -324,9 +324,9 @@ class BoardCoordinator(LeaseCoordinator):
         held = self.held.get(key)
         to = None if held is None else held.handoff_to
         await super().give_up(key, why)
-        if to in (None, self.worker_id):
+        if to is None or to == self.worker_id:
             await self._notify_leader()
-        elif to is not None:
+        else:
             with contextlib.suppress(LeaseError):
                 await self.notify(to)
 
@@ -339,23 +339,27 @@ class BoardCoordinator(LeaseCoordinator):
             self.leader.want_sweep()
 
     async def start_leaving(self) -> None:
-        """Flag the slot as leaving and ask for every hand-off at once
-        (:func:`.handoff.start_leaving`)."""
+        """Flag the slot as leaving; ask every hand-off (:func:`.handoff.start_leaving`)."""
         await start_leaving(self)
 
     async def leave(self) -> None:
-        """After every lease is given up: take the slot off the board."""
+        """After every lease is given up: take the slot off the board. Under the beat
+        lock, so a beat in flight cannot move the counter the removal is conditioned
+        on (the slot would stay, and lead the line, until fenced)."""
         tasks = [*self.waits.values(), *self.acks.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.slot is not None:
-            await self.board_store.remove_slot(self.worker_id, counter=self.slot.counter)
+        async with self._beat_lock:
+            if self.slot is not None and not await self.board_store.remove_slot(
+                self.worker_id, counter=self.slot.counter
+            ):
+                self._log.warning("board slot not removed; the leader fences it in time")
             self.slot = None
         await self.waker.close()
 
     async def release_unheld(self) -> None:
-        """Release leases that name this worker but that it does not hold."""
+        """Release leases naming this worker that it does not hold (:mod:`.handoff`)."""
         await release_unheld(self)
 
     # -- telling others: the board, then a wake-up ---------------------------------------

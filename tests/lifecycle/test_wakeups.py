@@ -13,6 +13,7 @@ import pytest
 from consumer.config import load_settings
 from consumer.health import HealthServer
 from consumer.leases import board_coordinator
+from consumer.leases.board import Board
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.wake import join_address
 from consumer.lifecycle.processor import RecordProcessor
@@ -155,3 +156,29 @@ async def test_a_worker_woken_after_it_left_does_not_join_again() -> None:
     other = board_coordinator.BoardCoordinator(store, "w2", 3.0, 1.0)
     await other.beat_pass()  # a worker that is not stopping joins on its first pass
     assert "w2" in (await store.read_board()).slots
+
+
+class _SlowAnswers(MemoryLeaseStore):
+    """Beats take effect at once but answer late, as over a network."""
+
+    async def beat(
+        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
+    ) -> Board:
+        board = await super().beat(worker, counter, held=held, leaving=leaving, read=read, cpu=cpu)
+        await asyncio.sleep(0.05)
+        return board
+
+
+async def test_leaving_during_a_beat_in_flight_still_removes_the_slot() -> None:
+    """A stopping worker beats often and is woken often: its last beat can be in flight
+    when it leaves. The removal waits for it, so it is conditioned on the counter that
+    beat wrote, and the slot goes (else it would lead the line until fenced)."""
+    store = _SlowAnswers()
+    worker = board_coordinator.BoardCoordinator(store, "w1", 3.0, 1.0)
+    await worker.join()
+    await worker.start_leaving()
+    beating = asyncio.create_task(worker.beat())
+    await asyncio.sleep(0.01)
+    await worker.leave()
+    await asyncio.gather(beating, return_exceptions=True)
+    assert "w1" not in (await store.read_board()).slots
