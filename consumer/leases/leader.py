@@ -117,9 +117,14 @@ class Leader:
         )
 
     def delay(self) -> float:
-        """Seconds to the next pass: a second, or sooner when a slot it watches would
-        expire (so a dead worker is fenced at failover, not up to a second later)."""
+        """Seconds to the next pass: a second, or, for a leader or deputy inside its
+        acting window, sooner when a slot it watches would expire (so a dead worker is
+        fenced at failover, not up to a second later). A worker that cannot beat sees
+        every slot stand still on its old board: it must not pass every 10 ms."""
         w = self.worker
+        position = w.position()
+        if position is None or position > 1 or not w.fresh():
+            return LEAD_SECONDS
         now = w.clock()
         due = [
             seen.since + w.failover
@@ -131,7 +136,7 @@ class Leader:
         ]
         delay = LEAD_SECONDS
         if due:
-            delay = min(delay, max(0.01, min(due) - now + 0.01))
+            delay = min(delay, max(0.05, min(due) - now + 0.01))
         return delay
 
     def current_view(self) -> list[Lease] | None:
