@@ -58,8 +58,14 @@ class Alarm:
         """Sleep ``seconds``, or until rung, but at least :data:`MIN_GAP`. A ring during
         the pass before the sleep ends it too, so no wake-up is lost."""
         started = self._clock()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), seconds)
+        if not self._event.is_set():
+            # Not wait_for: on Python 3.11 it loses a cancellation that comes as the
+            # event is set (a wake-up during shutdown), and the beat loop never ends.
+            waiter = asyncio.ensure_future(self._event.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=seconds)
+            finally:
+                waiter.cancel()
         self._event.clear()
         rest = min(MIN_GAP, seconds) - (self._clock() - started)
         if rest > 0:

@@ -133,3 +133,18 @@ def test_the_advertised_host(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket, "gethostbyname", unresolvable)
     assert advertised_host("auto", "::") is None
+
+
+async def test_a_wake_up_that_comes_with_a_cancellation_does_not_swallow_it() -> None:
+    """Shutdown cancels the beat loop; a wake-up in the same moment must not win
+    (asyncio.wait_for on 3.11 returns the event and drops the cancellation, so the
+    loop, and the worker's shutdown, would never end)."""
+    for _ in range(20):
+        alarm = Alarm()
+        sleeping = asyncio.create_task(alarm.sleep(10))
+        await asyncio.sleep(0)
+        alarm.ring()
+        await asyncio.sleep(0)  # the event's waiter is done; the sleep has not resumed
+        sleeping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await sleeping
