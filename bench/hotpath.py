@@ -27,7 +27,7 @@ from consumer.landing.codec import CodecName, available, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.stream import KinesisRecord
 from consumer.stream.kpl import aggregate
-from consumer.stream.records import user_records
+from consumer.stream.records import unpack
 
 PAYLOAD_BYTES = 200
 T0 = datetime(2026, 11, 22, 6, 0, tzinfo=UTC)
@@ -73,14 +73,14 @@ def project_path(records: list[KinesisRecord], codec: CodecName = "zlib") -> int
         "shardId-000000000000", 10_000, 64 * 1024 * 1024, flush_seconds=60.0, codec=codec
     )
     landed = 0
-    for kinesis_record in records:
-        for record in user_records("shardId-000000000000", kinesis_record):
-            encoded = encoder.encode(record)
-            if isinstance(encoded, DeadLetter):
-                raise RuntimeError(encoded.reason)  # noqa: TRY004
-            closed = batcher.add(record, encoded[0], 0.0)
-            if closed is not None:
-                landed += closed.lines
+    # As the shard reader unpacks a page, then the lander's loop over it.
+    for record in unpack("shardId-000000000000", records):
+        encoded = encoder.encode(record)
+        if isinstance(encoded, DeadLetter):
+            raise RuntimeError(encoded.reason)  # noqa: TRY004
+        closed = batcher.add(record, encoded[0], 0.0)
+        if closed is not None:
+            landed += closed.lines
     closed = batcher.close()
     return landed + (closed.lines if closed is not None else 0)
 

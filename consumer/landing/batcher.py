@@ -127,7 +127,9 @@ class Batcher:
         byte bound caps memory whatever the records are. Returns the run this record
         closed, if it closed one.
         """
-        us = record.micros()
+        us = record.arrival_us
+        if us < 0:
+            us = record.micros()
         minute_number = us // 60_000_000
         if minute_number != self._minute_number:
             self._minute_number = minute_number

@@ -30,7 +30,7 @@ from consumer.stream import (
     StreamError,
     ThrottledError,
 )
-from consumer.stream.records import Record, user_records
+from consumer.stream.records import Record, unpack
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
@@ -152,12 +152,7 @@ class ShardReader:
         return page
 
     def _unpack(self, raw: list[KinesisRecord]) -> list[Record]:
-        floor = self.last
-        records: list[Record] = []
-        for kinesis_record in raw:
-            for record in user_records(self.shard_id, kinesis_record):
-                if floor is None or record.position > floor:
-                    records.append(record)
+        records = unpack(self.shard_id, raw, self.last)
         if records:
             self.last = records[-1].position
             if self.metrics is not None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from consumer.sequence import Position
 from consumer.stream import KinesisRecord
-from consumer.stream.kpl import KplError, deaggregate_fields, is_aggregated
+from consumer.stream.kpl import MAGIC, KplError, deaggregate_fields, is_aggregated
 
 
 @dataclass(slots=True)
@@ -55,6 +56,46 @@ def epoch_us(when: datetime) -> int:
     if when.tzinfo is None:
         when = when.astimezone(UTC)
     return (when - EPOCH) // _MICROSECOND
+
+
+def unpack(
+    shard_id: str, raw: Iterable[KinesisRecord], after: Position | None = None
+) -> list[Record]:
+    """Every user record of ``raw`` past ``after``, in order: :func:`user_records` of
+    each, with the plain (not aggregated) records, nearly all of them on most streams,
+    built in this loop."""
+    records: list[Record] = []
+    append = records.append
+    last_arrival: datetime | None = None
+    last_us = 0
+    for record in raw:
+        data = record.data
+        if data.startswith(MAGIC) and is_aggregated(data):
+            records.extend(
+                user
+                for user in user_records(shard_id, record)
+                if after is None or user.position > after
+            )
+            continue
+        sequence = record.sequence
+        if after is not None and sequence <= after[0]:  # (sequence, 0) > after
+            continue
+        arrival = record.arrival
+        if arrival != last_arrival:  # neighbours often share the millisecond
+            last_arrival, last_us = arrival, epoch_us(arrival)
+        append(
+            Record(
+                shard_id,
+                Position(sequence, 0),
+                record.partition_key,
+                data,
+                arrival,
+                record.explicit_hash_key,
+                None,
+                last_us,
+            )
+        )
+    return records
 
 
 def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
