@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -80,8 +80,8 @@ class BoardCoordinator(LeaseCoordinator):
         self.board_store = store
         self.sweep_seconds = sweep_seconds
         self.sleep = sleep
-        self.instance = instance or uuid.uuid4().hex
-        """This process's token on its slot: its claim on the worker id."""
+        self.instance = instance or secrets.token_hex(8)
+        """The process's token on its slot: its claim on the worker id (64 bits)."""
         self.address = address
         """``host:port`` where others wake this worker (:mod:`.wake`), if anywhere."""
         self.waker = Waker(worker_id, metrics)
