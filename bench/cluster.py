@@ -105,6 +105,18 @@ class Recordings:
         ]
         return min(times) if times else None
 
+    def delivered(self, worker: str, shard: str, after: float = 0.0) -> set[tuple[str, int]]:
+        """The records (sequence, subsequence) of ``shard`` that ``worker`` delivered
+        after wall time ``after``."""
+        return {
+            (event["seq"], event["sub"])
+            for event in self.events
+            if event["event"] == "record"
+            and event["worker"] == worker
+            and event["shard"] == shard
+            and event["t"] > after
+        }
+
     def last_batch(self, worker: str, shard: str) -> float | None:
         """When ``worker`` last delivered a record of ``shard``."""
         times = [

@@ -26,6 +26,8 @@ from typing import Any
 from bench.report import RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+HANDOFF_TARGET = 1.0
+"""Seconds from SIGTERM to the survivor delivering (issue 13)."""
 BENCHMARKS = ("drain", "failover", "hotpath", "latency", "requests", "scale", "compaction")
 BLOCKS = ("summary", "machine", *BENCHMARKS)
 # Anything that looks like a path of the machine the benchmarks ran on.
@@ -122,6 +124,14 @@ def drain_rows(result: Mapping[str, Any]) -> list[Row]:
     return rows
 
 
+def _handoff_target(term: Mapping[str, Any]) -> str:
+    """Issue 13: a graceful hand-off under a second, with nothing delivered twice."""
+    if term.get("redelivered") is None:  # a result from before the count existed
+        return f"< {term['bound_seconds']:.2f} s: {_met(term['bound_met'])}"
+    met = term["max_deliver_seconds"] < HANDOFF_TARGET and term["redelivered"] == 0
+    return f"< {HANDOFF_TARGET:g} s, none redelivered: {_met(met)}"
+
+
 def failover_rows(result: Mapping[str, Any]) -> list[Row]:
     """kill -9 against failover + renew; SIGTERM against the failover time."""
     rows: list[Row] = []
@@ -152,12 +162,17 @@ def failover_rows(result: Mapping[str, Any]) -> list[Row]:
                         f"max {term['max_gap_seconds']:.2f} s)"
                         if term.get("median_gap_seconds") is not None
                         else ""
+                    )
+                    + (
+                        f", {term['redelivered']} redelivered"
+                        if term.get("redelivered") is not None
+                        else ""
                     ),
                     f"expiry = {term['bound_seconds']:.2f} s",
                     f"max = {_x(term['max_over_bound'])} expiry "
                     f"({term['bound_seconds'] / term['median_deliver_seconds']:.0f}x faster "
                     "at the median)",
-                    f"< {term['bound_seconds']:.2f} s: {_met(term['bound_met'])}",
+                    _handoff_target(term),
                 )
             )
     return rows

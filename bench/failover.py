@@ -70,6 +70,9 @@ class Round:
     gap_seconds: float | None = None
     """SIGTERM: the longest, over the victim's shards, from the victim's last delivered
     record to the survivor's first (how long the shard was not read)."""
+    redelivered: int | None = None
+    """SIGTERM: records of the victim's shards that both the victim and, after the
+    signal, the survivor delivered (a graceful hand-off redelivers none)."""
 
 
 def _balanced(table: LeaseTable, live: tuple[str, ...], each: int) -> bool:
@@ -192,7 +195,12 @@ def measure_setting(
                 poll=config.poll_seconds,
             )
             gaps = []
+            again = 0
             for shard in shards:
+                again += len(
+                    recordings.delivered(victim, shard)
+                    & recordings.delivered(survivor, shard, signalled)
+                )
                 last = recordings.last_batch(victim, shard)
                 first = recordings.first_batch(survivor, shard, signalled)
                 if last is not None and first is not None:
@@ -201,6 +209,7 @@ def measure_setting(
                 Round(
                     kind=kind,
                     gap_seconds=max(gaps) if gaps and kind == "sigterm" else None,
+                    redelivered=again if kind == "sigterm" else None,
                     round=index + 1,
                     victim=victim,
                     survivor=survivor,
@@ -259,6 +268,7 @@ def _summary(rounds: list[Round], bound: float) -> dict[str, Any]:
         "max_owner_seconds": max(owner, default=float("nan")),
         "median_rebalance_seconds": median([r.rebalance_seconds for r in rounds]),
         "median_gap_seconds": median([r.gap_seconds for r in rounds if r.gap_seconds is not None]),
+        "redelivered": sum(r.redelivered or 0 for r in rounds),
         "max_gap_seconds": max(
             (r.gap_seconds for r in rounds if r.gap_seconds is not None), default=float("nan")
         ),
@@ -308,6 +318,7 @@ def render_failover(result: dict[str, Any]) -> str:
                 r["deliver_seconds"],
                 r["exit_seconds"],
                 r.get("gap_seconds"),
+                r.get("redelivered"),
             ]
             for r in setting["rounds"]
         ]
@@ -322,6 +333,7 @@ def render_failover(result: dict[str, Any]) -> str:
                     "delivering s",
                     "exited s",
                     "unread gap s",
+                    "redelivered",
                 ],
                 rows,
             )
@@ -369,6 +381,7 @@ def render_failover(result: dict[str, Any]) -> str:
         "owner changed: the table (boto3 scan every 0.1 s) shows the survivor owning every "
         "shard of the victim; delivering: the survivor's first batch of the slowest of them. "
         "Times from the signal. unread gap (SIGTERM): the longest time, over the victim's "
-        "shards, from its last delivered record to the survivor's first."
+        "shards, from its last delivered record to the survivor's first. redelivered "
+        "(SIGTERM): records of the victim's shards the survivor delivered again."
     )
     return "\n".join(out)
