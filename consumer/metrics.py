@@ -173,7 +173,8 @@ class LanderMetrics:
         self.wakeups = Counter(
             "lander_board_wakeups",
             "Board coordination wake-ups: sent (answered), failed (not answered: that "
-            "worker acts at its next beat instead), received.",
+            "worker acts at its next beat instead), received, refused (over the budget "
+            "of early beats).",
             ["outcome"],
             registry=r,
         )

@@ -12,7 +12,9 @@ nothing: the woken worker beats and reads what the board says, so a wake-up that
 lost, late, repeated or forged costs at most one beat, never a decision. Wake-ups are
 best effort: one that does not arrive (no address, a network policy, a timeout) leaves
 the worker to its next beat, as without them. A worker beats on wake-ups at most every
-:data:`MIN_GAP` seconds.
+:data:`MIN_GAP` seconds and, sustained, once a second (a token bucket): the endpoint
+takes no credentials, so that bounds what anyone who reaches the port can add to the
+board's writes.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ SEND_TIMEOUT = 0.5
 """Seconds a wake-up may take (connect, send, status line) before it is given up."""
 MIN_GAP = 0.05
 """The shortest time between two beats a worker makes on wake-ups."""
+WAKE_BURST = 6
+"""Beats a worker makes early on wake-ups in a burst (a hand-off takes two or three)."""
+WAKE_RATE = 1.0
+"""Early beats a second, sustained: the wake endpoint is not authenticated, so this
+bounds what a caller on the network can add to the board's writes."""
 _ANY_ADDRESS = ("", "0.0.0.0", "::")
 
 
@@ -48,11 +55,28 @@ class Alarm:
         self._clock = clock or time.monotonic
         self.rung = 0
         """Wake-ups received (for tests and metrics)."""
+        self.refused = 0
+        """Wake-ups past the budget: the worker beats at its own time instead."""
+        self._tokens = float(WAKE_BURST)
+        self._refilled = self._clock()
 
-    def ring(self) -> None:
-        """A wake-up arrived: the current or next sleep ends (several coalesce)."""
+    def ring(self) -> bool:
+        """A wake-up arrived: the current or next sleep ends (several coalesce). Each
+        early end spends one of :data:`WAKE_BURST` tokens, refilled at
+        :data:`WAKE_RATE` a second, so wake-ups from anyone who can reach the port cost
+        at most that many extra beats; False when refused."""
         self.rung += 1
+        if self._event.is_set():
+            return True  # coalesced with one already accepted
+        now = self._clock()
+        self._tokens = min(float(WAKE_BURST), self._tokens + (now - self._refilled) * WAKE_RATE)
+        self._refilled = now
+        if self._tokens < 1.0:
+            self.refused += 1
+            return False
+        self._tokens -= 1.0
         self._event.set()
+        return True
 
     async def sleep(self, seconds: float) -> None:
         """Sleep ``seconds``, or until rung, but at least :data:`MIN_GAP`. A ring during

@@ -197,8 +197,8 @@ class Worker:
 
     def wake(self) -> None:
         """A wake-up arrived (``POST /wake``): beat now, not at the next interval."""
-        self.metrics.wakeups.labels("received").inc()
-        self.alarm.ring()
+        accepted = self.alarm.ring()
+        self.metrics.wakeups.labels("received" if accepted else "refused").inc()
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (safe to call from a signal handler)."""

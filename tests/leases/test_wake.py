@@ -13,6 +13,8 @@ import structlog
 from consumer.health import HealthServer
 from consumer.leases.wake import (
     MIN_GAP,
+    WAKE_BURST,
+    WAKE_RATE,
     Alarm,
     Waker,
     advertised_host,
@@ -148,3 +150,27 @@ async def test_a_wake_up_that_comes_with_a_cancellation_does_not_swallow_it() ->
         sleeping.cancel()
         with pytest.raises(asyncio.CancelledError):
             await sleeping
+
+
+async def test_wake_ups_beyond_the_budget_are_refused_until_it_refills() -> None:
+    """The endpoint takes no credentials: whoever reaches it gets a burst of early
+    beats, then one a second; the rest are refused (the worker beats on its own time)."""
+    now = [0.0]
+    alarm = Alarm(clock=lambda: now[0])
+
+    async def flood(times: int) -> list[bool]:
+        accepted = []
+        for _ in range(times):
+            accepted.append(alarm.ring())
+            await alarm.sleep(0.0)  # the beat it caused, or the next one
+        return accepted
+
+    assert await flood(WAKE_BURST + 3) == [True] * WAKE_BURST + [False] * 3
+    assert alarm.refused == 3
+    now[0] += 2.0 / WAKE_RATE
+    assert await flood(3) == [True, True, False]
+    now[0] += 1.0 / WAKE_RATE
+    assert alarm.ring()
+    assert alarm.ring()  # before the sleep: coalesced with the first, no token spent
+    await alarm.sleep(0.0)
+    assert not alarm.ring()  # the one token was spent once, by both rings
