@@ -452,7 +452,10 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
                     file=sys.stderr,
                 )
                 return EXIT_CONFIG
-            host = advertised_host(settings.advertise_host, settings.metrics_host)
+            # A name lookup (auto): off the event loop, as a slow resolver may block.
+            host = await asyncio.to_thread(
+                advertised_host, settings.advertise_host, settings.metrics_host
+            )
             worker.advertise(None if host is None else join_address(host, port))
         tune_gc()
         stopper = asyncio.create_task(_stop_when(stop, worker))

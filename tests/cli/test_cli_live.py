@@ -136,6 +136,14 @@ def test_status_produce_metrics_and_health_on_a_live_worker(live: Live) -> None:
     assert status == 200
     assert json.loads(body)["worker_id"] == "cli-worker"
     _wait(lambda: len(json.loads(_get(live.port, "/readyz")[1])["leases_held"]) == 2, "2 leases")
+    # Board coordination: the worker gives its metrics port as where others wake it.
+    started = next(
+        json.loads(line) for line in live.log.read_text().splitlines() if '"worker started"' in line
+    )
+    assert started["wake_address"] == f"127.0.0.1:{live.port}"
+    wake = urllib.request.Request(f"http://127.0.0.1:{live.port}/wake", method="POST")
+    with urllib.request.urlopen(wake, timeout=10) as answer:
+        assert answer.status == 202
 
     produced = _lander(
         live.env,
