@@ -46,6 +46,10 @@ class Record:
         return us
 
 
+_position = tuple.__new__
+"""Builds a :class:`Position` from its two fields without the named tuple's ``__new__``
+(a Python function): about 0.1 us less per record on the hot path."""
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -71,11 +75,10 @@ def unpack(
     for record in raw:
         data = record.data
         if data.startswith(MAGIC) and is_aggregated(data):
-            records.extend(
-                user
-                for user in user_records(shard_id, record)
-                if after is None or user.position > after
-            )
+            users = user_records(shard_id, record)
+            if after is not None and users[0].position <= after:  # a re-read aggregate
+                users = [user for user in users if user.position > after]
+            records.extend(users)
             continue
         sequence = record.sequence
         if after is not None and sequence <= after[0]:  # (sequence, 0) > after
@@ -86,7 +89,7 @@ def unpack(
         append(
             Record(
                 shard_id,
-                Position(sequence, 0),
+                _position(Position, (sequence, 0)),
                 record.partition_key,
                 data,
                 arrival,
@@ -113,7 +116,14 @@ def user_records(shard_id: str, record: KinesisRecord) -> list[Record]:
     us = epoch_us(arrival)
     return [
         Record(
-            shard_id, Position(sequence, index), partition_key, data, arrival, hash_key, None, us
+            shard_id,
+            _position(Position, (sequence, index)),
+            partition_key,
+            data,
+            arrival,
+            hash_key,
+            None,
+            us,
         )
         for index, (partition_key, hash_key, data) in enumerate(unpacked)
     ]
