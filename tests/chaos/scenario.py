@@ -491,7 +491,10 @@ class Chaos:
         if any("lease items deleted" in e for e in self.outcome.events):
             return None
         dynamodb = self.direct["dynamodb"]
-        items = dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
+        try:
+            items = dynamodb.scan(TableName=self.table, ConsistentRead=True)["Items"]
+        except dynamodb.exceptions.ResourceNotFoundException:
+            return None  # no worker has made the table yet (a slow start): nothing to delete
         for item in items:
             dynamodb.delete_item(TableName=self.table, Key={"leaseKey": item["leaseKey"]})
         return f"{len(items)} lease items deleted"
@@ -579,9 +582,9 @@ class Chaos:
         return root / "landed"
 
     def _compact(self, archive: Path, spark: SparkSession | None) -> None:
+        from sparkjobs.catalog import table_ref
         from sparkjobs.compact import CompactJob, compact
         from sparkjobs.compacted import read
-        from sparkjobs.io import filesystem_for
         from sparkjobs.session import get_session
         from sparkjobs.window import Window
 
@@ -601,7 +604,7 @@ class Chaos:
                 )
                 o.producer_removed += manifest.total("producer")
                 o.transport_removed += manifest.total("transport")
-                frame = read(session, filesystem_for(output, session), output, self.stream, window)
+                frame = read(session, table_ref(output, self.stream), window)
                 day_ids = [str(r["event_id"]) for r in frame.select("event_id").collect()]
                 o.compacted_rows += len(day_ids)
                 ids.update(day_ids)
