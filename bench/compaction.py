@@ -147,7 +147,7 @@ def _manifest_totals(out: Path, window: str = DAY.isoformat()) -> tuple[int, int
     """Rows out, transport and producer duplicates of the one run published for ``window``."""
     manifests = [
         json.loads(path.read_text())
-        for path in (out / f"stream={STREAM}" / "_manifests").glob("*.json")
+        for path in (out / "_manifests" / f"stream={STREAM}").glob("*.json")
     ]
     (hours,) = [m["hours"] for m in manifests if m["window"] == window]
     return (

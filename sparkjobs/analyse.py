@@ -28,6 +28,7 @@ from pyspark.sql import functions as sf
 
 from consumer.archive.layout import DEAD_LETTER, hour_folder, parse_relative, stream_folder
 from sparkjobs import compacted
+from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.findings import (
     Analysis,
     BadInput,
@@ -40,6 +41,7 @@ from sparkjobs.findings import (
     VolumePoint,
 )
 from sparkjobs.io import Filesystem, filesystem_for, join
+from sparkjobs.manifest import manifest_uri
 from sparkjobs.report import render_html
 from sparkjobs.window import Window, parse_hour
 
@@ -63,6 +65,13 @@ class AnalyseJob:
     top_keys: int = 20
     payload_format: str = "json"
     """``raw``: ``data`` is base64, and volume counts the bytes it decodes to."""
+    catalog: str = "lander"
+    table: str = "lander.{stream}"
+
+    @property
+    def ref(self) -> TableRef:
+        """The compacted table (``LANDER_CATALOG``, ``LANDER_TABLE``)."""
+        return table_ref(self.compacted, self.stream, self.catalog, self.table)
 
     @property
     def folder(self) -> str:
@@ -277,14 +286,12 @@ def _manifest_findings(
     fs: Filesystem, job: AnalyseJob
 ) -> tuple[list[DuplicateStat], list[BadInput]]:
     """Duplicates and bad input of each hour, from the manifest of the run that made it."""
-    stream_folder = compacted.stream_folder(job.compacted, job.stream)
-    found = compacted.window_entries(fs, job.compacted, job.stream, job.window)
     manifests: dict[str, dict[str, Any]] = {}
     duplicates: list[DuplicateStat] = []
     bad: list[BadInput] = []
-    for hour, entry in sorted(found.items()):
+    for hour, entry in sorted(compacted.window_entries(job.ref, job.window).items()):
         if entry.run_id not in manifests:
-            data = fs.read(join(stream_folder, "_manifests", f"{entry.run_id}.json"))
+            data = fs.read(manifest_uri(job.compacted, job.stream, entry.run_id))
             manifests[entry.run_id] = json.loads(data) if data else {}
         manifest = manifests[entry.run_id]
         for stats in manifest.get("hours", []):
@@ -333,7 +340,7 @@ def _dead_letters(
 def analyse(spark: SparkSession, job: AnalyseJob, now: datetime | None = None) -> Analysis:
     """Run the analysis, write its tables and report, and return what it found."""
     fs = filesystem_for(job.compacted, spark)
-    frame = compacted.read(spark, fs, job.compacted, job.stream, job.window)
+    frame = compacted.read(spark, job.ref, job.window)
     base = _base(frame, job)
     try:
         totals = base.agg(sf.count(sf.lit(1)).alias("n"), sf.sum("bytes").alias("b")).first()

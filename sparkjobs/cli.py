@@ -51,9 +51,10 @@ Compact windows of the landed archive into deduplicated Parquet.
 
 Reads {archive}/stream=S/dt=D/hour=H/**.jsonl.gz for a day or an hour (and the dedupe
 horizon before it), drops transport duplicates (same position) and producer duplicates
-(same event id within the horizon), keeps each payload byte for byte, writes Parquet
-partitioned by dt/hour, and publishes it atomically under
-{compacted}/stream=S/_published/. Re-running a window rewrites only hours whose input
+(same event id within the horizon), keeps each payload byte for byte, writes Parquet,
+and publishes it by one commit to the Iceberg table --table (default lander.S) in the
+pyiceberg catalog --catalog (default lander: as configured, else an embedded SQLite
+catalog in {compacted}/catalog.db). Re-running a window rewrites only hours whose input
 changed (late files). Bad input is counted and reported with its file; --strict fails
 the window instead.
 
@@ -87,6 +88,8 @@ JOB_FLAGS: tuple[FlagSpec, ...] = (
     "window",
     ("spark_master", "--master"),
     "payload_format",
+    "catalog",
+    "table",
 )
 """Flags of both jobs, for the fields of :class:`JobSettings`."""
 
@@ -157,10 +160,25 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return BAD_CONFIG
+    if problem := _check_catalog(settings):
+        print(f"lander: {problem}", file=sys.stderr)
+        return BAD_CONFIG
     if isinstance(settings, CompactSettings):
         return _compact(settings)
     assert isinstance(settings, AnalyseSettings)
     return _analyse(settings)
+
+
+def _check_catalog(settings: JobSettings) -> str | None:
+    """Reach every stream's catalog before Spark starts: a bad setting is one line."""
+    from sparkjobs.catalog import CatalogError, check_catalog, table_ref
+
+    for stream in settings.streams:
+        try:
+            check_catalog(table_ref(settings.compacted, stream, settings.catalog, settings.table))
+        except CatalogError as exc:
+            return f"LANDER_CATALOG: {exc}"
+    return None
 
 
 def _nothing_to_do(command: str, what: str, *, allowed: bool) -> int:
@@ -227,6 +245,8 @@ def _compact(settings: CompactSettings) -> int:
             strict=settings.compact_strict,
             compression=settings.compact_compression,
             payload_format=settings.payload_format,
+            catalog=settings.catalog,
+            table=settings.table,
         )
         for stream, window in settings.runs()
     ]
@@ -316,6 +336,8 @@ def _analyse(settings: AnalyseSettings) -> int:
             sequence_pointer=settings.sequence_pointer,
             top_keys=settings.top_keys,
             payload_format=settings.payload_format,
+            catalog=settings.catalog,
+            table=settings.table,
         )
         for stream, window in settings.runs()
     ]
@@ -332,8 +354,7 @@ def _analyse_window(job: AnalyseJob, settings: AnalyseSettings, session: _Sessio
     from sparkjobs.io import join
     from sparkjobs.report import render_text
 
-    fs = _filesystem(job.compacted, session.to_list(job.compacted))
-    if not compacted.current_files(fs, job.compacted, job.stream, job.window):
+    if not compacted.current_files(job.ref, job.window):
         return _nothing_to_do(
             "analyse",
             f"no compacted data for stream {job.stream} in window {job.window.label} "

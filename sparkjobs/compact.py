@@ -14,17 +14,18 @@ The job, for a stream and a window (a day or an hour), step by step in :func:`co
    position as the one before it is a *transport* duplicate (a replayed landing), a
    record whose event id arrived at most the horizon before it a *producer* duplicate
    (a retried put) (:mod:`sparkjobs.sparkplan`);
-4. writes Parquet partitioned by ``dt``/``hour`` into a folder of its own, then the
-   run's manifest (:mod:`sparkjobs.manifest`), then the pointer that publishes it
-   (:mod:`sparkjobs.publish`).
+4. writes Parquet, one folder per hour, into a folder of its own, and publishes it by
+   one Iceberg commit that replaces exactly the rewritten hours (:mod:`sparkjobs.table`),
+   then writes the run's manifest (:mod:`sparkjobs.manifest`).
 
 The job itself is described by :class:`~sparkjobs.job.CompactJob`.
 
-Layout under ``{output}/stream={stream}/``::
+Layout under ``{output}/``::
 
-    _runs/{run_id}/dt=D/hour=HH/part-….parquet   data, never modified
-    _manifests/{run_id}.json                      what a run read, dropped and wrote
-    _published/dt=D.json, _published/dt=D/hour=HH.json   pointers readers follow
+    stream={stream}/data/{run_id}/dt=D/hour=HH/part-….parquet   the table's data files
+    stream={stream}/metadata/…                                  the table's metadata
+    _manifests/stream={stream}/{run_id}.json    what a run read, dropped and published
+    catalog.db                                  the embedded catalog (local output only)
 """
 
 from __future__ import annotations
@@ -37,16 +38,17 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import structlog
 
-from consumer.archive.layout import hour_of
-from sparkjobs import compacted, publish
+from consumer.archive.layout import hour_folder, hour_of
+from sparkjobs import table
+from sparkjobs.catalog import TableRef, ref_for
 from sparkjobs.fallback import check_inputs, triage
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
-from sparkjobs.job import CompactionError, CompactJob, MiB, pointer_uri
-from sparkjobs.manifest import BadFile, HourStats, RunManifest, new_run_id
+from sparkjobs.job import CompactionError, CompactJob, MiB
+from sparkjobs.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
 from sparkjobs.plan import WindowPlan, has_landed_input, list_inputs, partitions_for, plan_window
-from sparkjobs.publish import HourEntry, InputFile, OutputFile
+from sparkjobs.publish import HourEntry, InputFile
 from sparkjobs.sparkplan import SparkPlan
-from sparkjobs.window import hour_label
+from sparkjobs.window import hour_label, parse_hour
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,7 +63,6 @@ __all__ = [
     "compact",
     "has_landed_input",
     "new_run_id",
-    "pointer_uri",
 ]
 
 log = structlog.get_logger("sparkjobs.compact")
@@ -91,8 +92,10 @@ def compact(
         listed_at.isoformat(),
     )
     bind = log.bind(run_id=manifest.run_id, stream=job.stream, window=job.window.label)
+    ref = ref_for(job)
+    manifest.table = ref.identifier
 
-    plan = _plan(spark, job, fs, manifest, listed)
+    plan = _plan(spark, job, ref, manifest, listed)
     manifest.timings["list_s"] = round(time.monotonic() - started, 3)
     bind.info("listed", stale=len(plan.stale), unchanged=len(plan.unchanged))
     if not plan.stale:
@@ -108,7 +111,7 @@ def compact(
         {h: s.input_bytes for h, s in hour_stats.items()},
         job.target_file_bytes,
     )
-    run_dir = join(job.target, "_runs", manifest.run_id)
+    run_dir = join(ref.data_root, manifest.run_id)
     spark_plan = SparkPlan(spark, job, plan.folders, plan.stale, partitions, run_dir)
 
     mark = time.monotonic()
@@ -121,14 +124,17 @@ def compact(
     if job.strict and manifest.bad_files:
         _refuse_bad_input(fs, job, run_dir, manifest)
 
-    rewritten = _entries_written(fs, run_dir, plan, hour_stats, manifest)
-    manifest.hours = [hour_stats[h] for h in plan.stale]
-    manifest.status = "published"
+    written = _output_files(fs, run_dir)
+    rewritten = _entries_written(written, plan, hour_stats, manifest)
+    _publish(fs, job, ref, manifest, rewritten, written)
+    manifest.hours = [hour_stats[h] for h in plan.stale if h in manifest.published_hours]
+    manifest.status = "published" if manifest.published_hours else "superseded"
     manifest.timings["total_s"] = round(time.monotonic() - started, 3)
-    _publish(fs, job, plan, manifest, rewritten)
+    fs.write_atomic(manifest_uri(job.output, job.stream, manifest.run_id), manifest.to_json())
     bind.info(
-        "published",
-        hours=len(plan.stale),
+        manifest.status,
+        hours=len(manifest.published_hours),
+        superseded=len(manifest.superseded_hours),
         input_rows=manifest.total("input_rows"),
         output_rows=manifest.total("output_rows"),
         transport=manifest.total("transport"),
@@ -142,14 +148,16 @@ def compact(
 def _plan(
     spark: SparkSession,
     job: CompactJob,
-    fs: Filesystem,
+    ref: TableRef,
     manifest: RunManifest,
     listed: Mapping[datetime, list[InputFile]] | None,
 ) -> WindowPlan:
     """Step 1: list the archive, read the published entries, decide what to rewrite."""
     by_hour = listed if listed is not None else list_inputs(filesystem_for(job.archive, spark), job)
-    current = compacted.entries(fs, job.output, job.stream, job.window.day)
-    plan = plan_window(job, by_hour, current)
+    found = table.open_table(ref, table_properties(job))
+    assert found is not None
+    hours = [hour_label(h) for h in job.window.hour_starts()]
+    plan = plan_window(job, by_hour, table.published(found, hours))
     manifest.stale_hours = plan.stale
     manifest.unchanged_hours = plan.unchanged
     if plan.stale:
@@ -214,19 +222,17 @@ def _refuse_bad_input(
 
 
 def _entries_written(
-    fs: Filesystem,
-    run_dir: str,
+    written: dict[str, list[Listed]],
     plan: WindowPlan,
     hour_stats: dict[str, HourStats],
     manifest: RunManifest,
 ) -> dict[str, HourEntry]:
-    """The published entry of each rewritten hour: the files the run wrote for it."""
-    written = _output_files(fs, run_dir)
+    """The published entry of each rewritten hour, and its files' count in the stats."""
     rewritten: dict[str, HourEntry] = {}
     for hour, stats in hour_stats.items():
         files = written.get(hour, [])
         stats.output_files = len(files)
-        stats.output_bytes = sum(f.bytes for f in files)
+        stats.output_bytes = sum(f.size for f in files)
         rewritten[hour] = HourEntry(
             hour=hour,
             run_id=manifest.run_id,
@@ -234,42 +240,49 @@ def _entries_written(
             inputs_digest=plan.digests[hour],
             inputs=len(plan.inputs[hour]),
             rows=stats.output_rows,
-            files=tuple(files),
         )
     return rewritten
 
 
-def _publish(
+def table_properties(job: CompactJob) -> dict[str, str]:
+    """What a new table records about its writer: file size and compression."""
+    return {
+        "write.target-file-size-bytes": str(job.target_file_bytes),
+        "write.parquet.compression-codec": job.compression,
+    }
+
+
+def _publish(  # noqa: PLR0917 - the run's parts, each used
     fs: Filesystem,
     job: CompactJob,
-    plan: WindowPlan,
+    ref: TableRef,
     manifest: RunManifest,
     rewritten: dict[str, HourEntry],
+    written: dict[str, list[Listed]],
 ) -> None:
-    """Write the manifest, then the pointer that makes the run's hours current."""
+    """One commit that makes the run's hours current (those no newer run took meanwhile)."""
     mark = time.monotonic()
-    fs.write_atomic(join(job.target, "_manifests", f"{manifest.run_id}.json"), manifest.to_json())
-    # Read the pointers again: another run may have published while this one worked.
-    pointer = publish.next_pointer(
-        job.stream,
-        job.window.label,
-        manifest.run_id,
-        plan.inputs,
-        compacted.entries(fs, job.output, job.stream, job.window.day),
-        rewritten,
-    )
-    fs.write_atomic(pointer_uri(job), pointer.to_json())
+    files = {hour: [f.uri for f in items] for hour, items in written.items()}
+    committed = table.replace_hours(ref, rewritten, files, manifest.run_id, table_properties(job))
+    manifest.published_hours = committed.hours
+    manifest.superseded_hours = committed.superseded
+    manifest.snapshot_id = committed.snapshot_id
+    manifest.commit_attempts = committed.attempts
     manifest.timings["publish_s"] = round(time.monotonic() - mark, 3)
+    if not committed.hours:
+        fs.delete(join(ref.data_root, manifest.run_id))
+    elif committed.superseded:
+        for hour in committed.superseded:
+            fs.delete(join(ref.data_root, manifest.run_id, hour_folder(parse_hour(hour))))
 
 
-def _output_files(fs: Filesystem, run_dir: str) -> dict[str, list[OutputFile]]:
-    """The Parquet files a run wrote, by hour, as paths relative to the stream's output."""
-    by_hour: dict[str, list[OutputFile]] = defaultdict(list)
+def _output_files(fs: Filesystem, run_dir: str) -> dict[str, list[Listed]]:
+    """The Parquet files a run wrote, by hour."""
+    by_hour: dict[str, list[Listed]] = defaultdict(list)
     for item in fs.list_files(run_dir):
         if item.uri.endswith(".parquet"):
-            rel = "_runs/" + item.uri.split("/_runs/", 1)[1]
-            by_hour[_hour_of_output(item)].append(OutputFile(rel, item.size))
-    return {hour: sorted(files) for hour, files in by_hour.items()}
+            by_hour[_hour_of_output(item)].append(item)
+    return {hour: sorted(files, key=lambda f: f.uri) for hour, files in by_hour.items()}
 
 
 def _hour_of_output(item: Listed) -> str:

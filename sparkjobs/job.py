@@ -8,11 +8,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from consumer.archive.layout import hour_folder, stream_folder
+from consumer.archive.layout import stream_folder
 from sparkjobs.io import join
 from sparkjobs.window import Window
 
 MiB = 1 << 20
+
+COMPACTED_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("stream", "string", False),
+    ("shard_id", "string", False),
+    ("sequence_number", "string", False),
+    ("subsequence_number", "long", False),
+    ("partition_key", "string", True),
+    ("arrival_ts", "timestamp", False),
+    ("landed_ts", "timestamp", True),
+    ("event_id", "string", True),
+    ("data", "string", True),
+)
+"""A compacted row's columns in order: name, kind, and whether Spark may leave it null.
+Spark's schema (:data:`sparkjobs.schema.COMPACTED`) and the Iceberg table's
+(:func:`sparkjobs.table.iceberg_schema`, field ids 1.. in this order) both come from here."""
 
 
 class CompactionError(RuntimeError):
@@ -35,6 +50,10 @@ class CompactJob:
     compression: str = "zstd"
     payload_format: str = "json"
     """How ``data`` was landed (``LANDER_PAYLOAD_FORMAT``): ``json`` text, or ``raw`` base64."""
+    catalog: str = "lander"
+    """The pyiceberg catalog (``LANDER_CATALOG``; :func:`sparkjobs.table.open_catalog`)."""
+    table: str = "lander.{stream}"
+    """The table's identifier, ``{stream}`` standing for the stream (``LANDER_TABLE``)."""
 
     @property
     def source(self) -> str:
@@ -45,11 +64,3 @@ class CompactJob:
     def target(self) -> str:
         """The stream's folder in the output."""
         return join(self.output, stream_folder(self.stream))
-
-
-def pointer_uri(job: CompactJob) -> str:
-    """Where this job's window is published."""
-    published = join(job.target, "_published")
-    if job.window.hours == 1:
-        return join(published, f"{hour_folder(job.window.start)}.json")
-    return join(published, f"dt={job.window.day:%Y-%m-%d}.json")

@@ -1,7 +1,8 @@
 """The run manifest: what one compaction run read, dropped and wrote.
 
-Written to ``{output}/stream={stream}/_manifests/{run_id}.json`` before the pointer
-that publishes the run, and returned by :func:`sparkjobs.compact.compact`. Pure.
+Written to ``{output}/_manifests/stream={stream}/{run_id}.json`` after the commit that
+publishes the run (outside the table's location, so no engine's orphan-file cleanup
+takes it for an orphan), and returned by :func:`sparkjobs.compact.compact`. Pure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from consumer.archive.layout import stream_folder
+from sparkjobs.io import join
 from sparkjobs.publish import InputFile
 
 TOTALS = (
@@ -54,7 +57,7 @@ class HourStats:
 
 @dataclass(slots=True)
 class RunManifest:
-    """One compaction run, as written to ``_manifests/{run_id}.json``."""
+    """One compaction run, as written to :func:`manifest_uri`."""
 
     run_id: str
     stream: str
@@ -70,6 +73,13 @@ class RunManifest:
     inputs: list[InputFile] = field(default_factory=list)
     lookback_files: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    table: str = ""
+    published_hours: list[str] = field(default_factory=list)
+    superseded_hours: list[str] = field(default_factory=list)
+    """Hours the run rewrote but another run published from a newer listing meanwhile."""
+    snapshot_id: int | None = None
+    commit_attempts: int = 0
+    """Commits tried: more than one when another run committed the same hours meanwhile."""
 
     def total(self, name: str) -> int:
         """A counter summed over the rewritten hours."""
@@ -80,6 +90,11 @@ class RunManifest:
         body = asdict(self)
         body["totals"] = {name: self.total(name) for name in TOTALS}
         return json.dumps(body, indent=1, sort_keys=True).encode() + b"\n"
+
+
+def manifest_uri(output: str, stream: str, run_id: str) -> str:
+    """Where a run's manifest is written."""
+    return join(output, "_manifests", stream_folder(stream), f"{run_id}.json")
 
 
 def new_run_id(now: datetime) -> str:

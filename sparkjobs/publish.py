@@ -1,21 +1,21 @@
-"""Publishing compacted hours: pointers, and which hours a run must rewrite.
+"""Publishing compacted hours: what each hour was made from, and which hours to rewrite.
 
-Compacted Parquet is written to a directory of its own per run
-(``_runs/{run_id}/dt=…/hour=…``) and becomes visible only when a *pointer* naming it is
-written, in one atomic write, after the data and the run's manifest:
+The compacted output is an Apache Iceberg table (:mod:`sparkjobs.table`). A run
+replaces the hours it rewrote in one commit, and the commit's snapshot summary records,
+for each of those hours, an :class:`HourEntry`: the digest of the landed objects the
+hour was made from, when they were listed, by which run, and how many rows it kept.
 
-- a day run writes ``_published/dt=D.json``, an hour run ``_published/dt=D/hour=HH.json``;
-- a pointer holds one entry per hour of its window: the files that are that hour, the
-  digest of the inputs they were made from, and when those inputs were listed;
-- a reader takes, for each hour, the entry with the latest listing among every pointer
-  of the day (:func:`resolve`). Inputs only ever grow, so a later listing has seen at
-  least as much: two runs racing cannot make an hour go back to older inputs, and no
-  reader ever sees part of a run.
+- The entry that describes an hour now is the newest one among the current snapshot
+  and its ancestors (:func:`entries_from_summaries`): snapshots made by other writers
+  (an engine's ``OPTIMIZE``, a delete) carry no entry and change nothing here.
+- An hour is *stale* when no entry covers it or its inputs changed since (late files);
+  only stale hours are read and rewritten (:func:`stale_hours`).
+- Two runs racing: inputs only ever grow, so a later listing has seen at least as much.
+  When a commit conflicts, the run keeps only the hours where its listing is newer than
+  the one published meanwhile (:func:`winning_hours`) and commits again; no hour goes
+  back to older inputs.
 
-An hour is *stale* when no entry covers it or its inputs changed since (late files);
-only stale hours are read and rewritten. Unchanged hours of a day run keep their entry,
-listing time included, so an older day run cannot shadow a newer hour run.
-Everything here is pure: the Spark job and the filesystem do the I/O.
+Everything here is pure: :mod:`sparkjobs.table` does the I/O.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
 
-FORMAT = 1
+HOUR_KEY = "lander.hour."
+"""Prefix of the summary property holding an hour's entry: ``lander.hour.2026-11-22T13``."""
+RUN_KEY = "lander.run-id"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -46,17 +47,9 @@ def inputs_digest(files: Iterable[InputFile]) -> str:
     return digest.hexdigest()
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class OutputFile:
-    """A compacted Parquet file: its path relative to the stream's output, and size."""
-
-    path: str
-    bytes: int
-
-
 @dataclass(frozen=True, slots=True)
 class HourEntry:
-    """What one hour is, as published: its files and the inputs they came from."""
+    """What one hour is, as published: the inputs it came from and the run that made it."""
 
     hour: str
     run_id: str
@@ -64,62 +57,60 @@ class HourEntry:
     inputs_digest: str
     inputs: int
     rows: int
-    files: tuple[OutputFile, ...] = ()
 
     def newer_than(self, other: HourEntry) -> bool:
         """Whether this entry wins over ``other`` for the same hour."""
         return (self.listed_at, self.run_id) > (other.listed_at, other.run_id)
 
-
-@dataclass(frozen=True, slots=True)
-class Pointer:
-    """One published window: an entry per hour, written in one step."""
-
-    stream: str
-    window: str
-    run_id: str
-    hours: tuple[HourEntry, ...] = field(default_factory=tuple)
-
-    def to_json(self) -> bytes:
-        """The pointer file's bytes."""
-        body = {"format": FORMAT, **asdict(self)}
-        return json.dumps(body, indent=1, sort_keys=True).encode() + b"\n"
+    def to_summary(self) -> tuple[str, str]:
+        """The snapshot summary property that records this entry."""
+        body = {k: v for k, v in asdict(self).items() if k != "hour"}
+        return HOUR_KEY + self.hour, json.dumps(body, sort_keys=True, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> Pointer:
-        """Read a pointer file; ValueError if it is not one."""
-        raw: Any = json.loads(data)
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-            raise ValueError("not a lander pointer (format 1)")
+    def from_summary(cls, key: str, value: str) -> HourEntry:
+        """Inverse of :meth:`to_summary`; ValueError if it is not one."""
+        if not key.startswith(HOUR_KEY):
+            raise ValueError(f"not an hour entry: {key}")
+        raw = json.loads(value)
         return cls(
-            stream=str(raw["stream"]),
-            window=str(raw["window"]),
+            hour=key[len(HOUR_KEY) :],
             run_id=str(raw["run_id"]),
-            hours=tuple(_entry(hour) for hour in raw["hours"]),
+            listed_at=str(raw["listed_at"]),
+            inputs_digest=str(raw["inputs_digest"]),
+            inputs=int(raw["inputs"]),
+            rows=int(raw["rows"]),
         )
 
 
-def _entry(raw: Mapping[str, Any]) -> HourEntry:
-    return HourEntry(
-        hour=str(raw["hour"]),
-        run_id=str(raw["run_id"]),
-        listed_at=str(raw["listed_at"]),
-        inputs_digest=str(raw["inputs_digest"]),
-        inputs=int(raw["inputs"]),
-        rows=int(raw["rows"]),
-        files=tuple(OutputFile(str(f["path"]), int(f["bytes"])) for f in raw["files"]),
-    )
+def summary_of(run_id: str, entries: Iterable[HourEntry]) -> dict[str, str]:
+    """The snapshot summary properties of a commit that publishes ``entries``."""
+    summary = {RUN_KEY: run_id}
+    summary.update(entry.to_summary() for entry in entries)
+    return summary
 
 
-def resolve(pointers: Iterable[Pointer]) -> dict[str, HourEntry]:
-    """For each hour, the entry a reader must use: the one with the latest listing."""
-    current: dict[str, HourEntry] = {}
-    for pointer in pointers:
-        for entry in pointer.hours:
-            known = current.get(entry.hour)
-            if known is None or entry.newer_than(known):
-                current[entry.hour] = entry
-    return current
+def entries_from_summaries(
+    summaries: Iterable[Mapping[str, str]], hours: Iterable[str] | None = None
+) -> dict[str, HourEntry]:
+    """Each hour's entry now, from snapshot summaries given newest first (the current
+    snapshot, then its ancestors): the newest entry of an hour wins. ``hours`` limits
+    the answer; properties that are not entries, or do not parse, are skipped.
+    """
+    wanted = None if hours is None else set(hours)
+    found: dict[str, HourEntry] = {}
+    for summary in summaries:
+        for key, value in summary.items():
+            if not key.startswith(HOUR_KEY):
+                continue
+            hour = key[len(HOUR_KEY) :]
+            if hour in found or (wanted is not None and hour not in wanted):
+                continue
+            try:
+                found[hour] = HourEntry.from_summary(key, value)
+            except (ValueError, KeyError, TypeError):
+                continue
+    return found
 
 
 def stale_hours(current: Mapping[str, HourEntry], digests: Mapping[str, str]) -> list[str]:
@@ -131,19 +122,13 @@ def stale_hours(current: Mapping[str, HourEntry], digests: Mapping[str, str]) ->
     )
 
 
-def next_pointer(  # noqa: PLR0917 - a pure function of its six inputs
-    stream: str,
-    window: str,
-    run_id: str,
-    hours: Iterable[str],
-    current: Mapping[str, HourEntry],
-    rewritten: Mapping[str, HourEntry],
-) -> Pointer:
-    """The pointer a run publishes: its rewritten hours, and the rest carried over."""
-    entries = []
-    for hour in sorted(hours):
-        entry = rewritten.get(hour) or current.get(hour)
-        if entry is None:
-            raise ValueError(f"hour {hour} is neither rewritten nor published")
-        entries.append(entry)
-    return Pointer(stream, window, run_id, tuple(entries))
+def winning_hours(
+    rewritten: Mapping[str, HourEntry], current: Mapping[str, HourEntry]
+) -> list[str]:
+    """The hours a run may still publish after others committed: those where no entry
+    is published, or the published one is older than the run's."""
+    return sorted(
+        hour
+        for hour, entry in rewritten.items()
+        if hour not in current or entry.newer_than(current[hour])
+    )

@@ -17,10 +17,12 @@ from pyspark.sql.types import (
 )
 
 from consumer.archive.envelope import FIELDS
+from sparkjobs.job import COMPACTED_COLUMNS
 
 CORRUPT = "_corrupt_record"
 
 _SPARK_TYPES = {"string": StringType(), "integer": LongType(), "json": StringType()}
+_COMPACTED_TYPES = {"string": StringType(), "long": LongType(), "timestamp": TimestampType()}
 
 LANDED = StructType(
     [StructField(field.name, _SPARK_TYPES[field.kind]) for field in FIELDS]
@@ -30,15 +32,17 @@ LANDED = StructType(
 
 COMPACTED = StructType(
     [
-        StructField("stream", StringType(), nullable=False),
-        StructField("shard_id", StringType(), nullable=False),
-        StructField("sequence_number", StringType(), nullable=False),
-        StructField("subsequence_number", LongType(), nullable=False),
-        StructField("partition_key", StringType()),
-        StructField("arrival_ts", TimestampType(), nullable=False),
-        StructField("landed_ts", TimestampType()),
-        StructField("event_id", StringType()),
-        StructField("data", StringType()),
+        StructField(name, _COMPACTED_TYPES[kind], nullable=nullable)
+        for name, kind, nullable in COMPACTED_COLUMNS
     ]
 )
-"""A compacted row (``dt`` and ``hour`` are the partition folders, not columns)."""
+"""A compacted row, as Spark writes and reads it (the table's columns)."""
+
+FIELD_ID = "parquet.field.id"
+"""Column metadata that makes Spark write the Iceberg field id into the Parquet schema,
+so the files are the table's own, not matched by name."""
+
+
+def field_ids() -> dict[str, dict[str, int]]:
+    """Each compacted column's metadata carrying its Iceberg field id (1.. in order)."""
+    return {name: {FIELD_ID: i} for i, (name, _, _) in enumerate(COMPACTED_COLUMNS, start=1)}

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.config import CaseInsensitive, LogFormat, LogLevel, PayloadFormat, load_class
+from sparkjobs.catalog import check_template
 from sparkjobs.window import Window, WindowError, parse_windows
 
 Compression = Annotated[Literal["snappy", "zstd", "gzip", "none"], CaseInsensitive]
@@ -59,10 +60,28 @@ class JobSettings(BaseSettings):
         description="How the workers landed payloads: json text (kept byte for byte in "
         "data) or raw base64 (data is the base64 text).",
     )
+    catalog: str = Field(
+        default="lander",
+        min_length=1,
+        description="The pyiceberg catalog of the compacted table, configured as pyiceberg "
+        "does (PYICEBERG_CATALOG__<NAME>__TYPE=glue|rest|sql…, or ~/.pyiceberg.yaml); "
+        "when not configured and the output is local: an embedded SQLite catalog in "
+        "{compacted}/catalog.db.",
+    )
+    table: str = Field(
+        default="lander.{stream}",
+        description="The compacted table, namespace.table; {stream} stands for the stream "
+        "(lower case, anything but a-z 0-9 _ as _).",
+    )
     log_format: LogFormat = Field(
         default="auto", description="Log lines: JSON off a terminal, readable on one."
     )
     log_level: LogLevel = Field(default="info", description="Log level.")
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, value: str) -> str:
+        return check_template(value)
 
     @field_validator("stream")
     @classmethod

@@ -32,7 +32,7 @@ from sparkjobs.job import CompactJob
 from sparkjobs.lines import parse
 from sparkjobs.manifest import BadFile
 from sparkjobs.plan import hour_label_of
-from sparkjobs.schema import COMPACTED, CORRUPT
+from sparkjobs.schema import COMPACTED, CORRUPT, field_ids
 
 SEQUENCE_DIGITS = 128
 """Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
@@ -239,8 +239,13 @@ def _write(
     ).sortWithinPartitions(
         "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
     )
+    ids = field_ids()
     writer = (
-        out.select(*(f.name for f in COMPACTED.fields), "dt", "hour")
+        out.select(
+            *(sf.col(f.name).alias(f.name, metadata=ids[f.name]) for f in COMPACTED.fields),
+            "dt",
+            "hour",
+        )
         .write.mode("errorifexists")
         .option("compression", job.compression)
     )

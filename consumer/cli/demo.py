@@ -327,9 +327,9 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
     say: Say,
 ) -> int:
     from sparkjobs.analyse import AnalyseJob, analyse
+    from sparkjobs.catalog import table_ref
     from sparkjobs.compact import CompactJob, compact
     from sparkjobs.compacted import read
-    from sparkjobs.io import filesystem_for
     from sparkjobs.session import get_session
     from sparkjobs.window import Window
 
@@ -367,7 +367,7 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
             )
             report = f"{reports}/stream={STREAM}/{window.label}/report.html"
             say(f"analysed {day}: {analysis.records:,} records; report written")
-            frame = read(spark, filesystem_for(compacted, spark), compacted, STREAM, window)
+            frame = read(spark, table_ref(compacted, STREAM), window)
             day_ids = [str(r["event_id"]) for r in frame.select("event_id").collect()]
             rows += len(day_ids)
             distinct += len(set(day_ids))

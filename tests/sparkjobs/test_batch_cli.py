@@ -16,15 +16,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import sparkjobs.session
 from consumer import cli
 from sparkjobs import cli as jobs_cli
+from sparkjobs.catalog import table_ref
 from sparkjobs.compact import CompactionError, CompactJob
 from sparkjobs.io import LocalFilesystem
+from sparkjobs.job import COMPACTED_COLUMNS
 from sparkjobs.manifest import RunManifest
-from sparkjobs.publish import HourEntry, OutputFile, Pointer
+from sparkjobs.publish import HourEntry
+from sparkjobs.table import replace_hours
 
 STREAM = "orders"
 DAY = "2026-11-21"
@@ -93,11 +98,24 @@ def _analyse(tmp_path: Path, *extra: str) -> int:
 
 
 def _publish(tmp_path: Path, *, rows: int) -> None:
-    """A pointer for the day's hour 05, with one file when ``rows``, none otherwise."""
-    files = (OutputFile(f"_runs/r1/dt={DAY}/hour=05/part-0.parquet", 100),) if rows else ()
-    entry = HourEntry(f"{DAY}T05", "r1", f"{DAY}T06:00:00+00:00", "digest", 1, rows, files)
-    uri = (tmp_path / "compacted" / f"stream={STREAM}" / "_published" / f"dt={DAY}.json").as_uri()
-    LocalFilesystem().write_atomic(uri, Pointer(STREAM, DAY, "r1", (entry,)).to_json())
+    """The day's hour 05 published in the table, with one file when ``rows``, none otherwise."""
+    ref = table_ref((tmp_path / "compacted").as_uri(), STREAM)
+    hour = f"{DAY}T05"
+    files = []
+    if rows:
+        path = tmp_path / "compacted" / "part-0.parquet"
+        path.parent.mkdir(parents=True)
+        arrival = datetime(2026, 11, 21, 5, 30, tzinfo=UTC)
+        columns = {
+            name: pa.array(
+                [arrival if kind == "timestamp" else (1 if kind == "long" else "x")] * rows
+            )
+            for name, kind, _ in COMPACTED_COLUMNS
+        }
+        pq.write_table(pa.table(columns), path)
+        files = [path.as_uri()]
+    entry = HourEntry(hour, "r1", f"{DAY}T06:00:00+00:00", "digest", 1, rows)
+    assert replace_hours(ref, {hour: entry}, {hour: files}, "r1").hours == [hour]
 
 
 # -- compact -----------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """The compaction and analysis jobs in local[2] on file://, checked with DuckDB.
 
 Archives come from bench/archives.py, whose truth says what a correct
-compaction keeps. The output is read back through the published pointers with DuckDB,
-never with Spark.
+compaction keeps. The output is read back with DuckDB from the files the Iceberg table
+lists, never with Spark.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import threading
@@ -19,10 +20,13 @@ import pytest
 
 from bench import archives
 from bench.archives import Truth, generate_archive
+from sparkjobs import table as table_module
 from sparkjobs.analyse import AnalyseJob, analyse
+from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.compact import CompactionError, CompactJob, RunManifest, compact
 from sparkjobs.compacted import current_files, window_entries
-from sparkjobs.io import LocalFilesystem
+from sparkjobs.manifest import manifest_uri
+from sparkjobs.table import open_table
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:
@@ -37,8 +41,12 @@ def _job(archive: Path, output: Path, window: Window = WINDOW, **options: Any) -
     return CompactJob(f"file://{archive}", STREAM, window, f"file://{output}", **options)
 
 
+def _ref(output: Path) -> TableRef:
+    return table_ref(f"file://{output}", STREAM)
+
+
 def _files(output: Path, window: Window = WINDOW) -> list[str]:
-    uris = current_files(LocalFilesystem(), f"file://{output}", STREAM, window)
+    uris = current_files(_ref(output), window)
     return [uri.removeprefix("file://") for uri in uris]
 
 
@@ -113,7 +121,7 @@ def test_each_record_is_kept_exactly_once(
     }
     assert len(manifest.inputs) == len(truth.files)
     # Hours with no input are published too (empty), so the day is complete.
-    assert len(window_entries(LocalFilesystem(), f"file://{output}", STREAM, WINDOW)) == 24
+    assert len(window_entries(_ref(output), WINDOW)) == 24
 
 
 def test_output_is_partitioned_and_timestamps_are_utc_micros(
@@ -133,8 +141,8 @@ def test_output_is_partitioned_and_timestamps_are_utc_micros(
         f"from read_parquet({files}, hive_partitioning=false) order by 1"
     ).fetchall()
     assert hours == [("09",), ("10",)]
-    manifest_file = output / f"stream={STREAM}" / "_manifests" / f"{manifest.run_id}.json"
-    written = json.loads(manifest_file.read_text())
+    manifest_file = manifest_uri(f"file://{output}", STREAM, manifest.run_id)
+    written = json.loads(Path(manifest_file.removeprefix("file://")).read_text())
     assert written["totals"]["output_rows"] == manifest.total("output_rows")
     assert written["timings"]["total_s"] > 0
 
@@ -186,7 +194,7 @@ def test_a_late_file_rewrites_its_hour_and_the_horizon_after_it(
     second = compact(spark, _job(archive, output))
     assert second.stale_hours == [f"2026-11-21T{h:02d}" for h in range(10, 24)]
     assert second.unchanged_hours == [f"2026-11-21T{h:02d}" for h in range(10)]
-    entries = window_entries(LocalFilesystem(), f"file://{output}", STREAM, WINDOW)
+    entries = window_entries(_ref(output), WINDOW)
     assert entries["2026-11-21T09"].run_id == first.run_id
     assert entries["2026-11-21T10"].run_id == second.run_id
     _assert_exactly_the_truth(output, truth)
@@ -221,7 +229,8 @@ def test_bad_input_is_counted_reported_and_the_rest_compacted(
 
 
 def test_strict_mode_publishes_nothing(spark: SparkSession, tmp_path: Path) -> None:
-    """With --strict, one bad file fails the window and leaves no trace in the output."""
+    """With --strict, one bad file fails the window and leaves no trace in the output:
+    no data file, no snapshot."""
     archive, output = tmp_path / "archive", tmp_path / "out"
     truth = generate_archive(
         archive, stream=STREAM, day=DAY, hours=[9], shards=1,
@@ -231,15 +240,17 @@ def test_strict_mode_publishes_nothing(spark: SparkSession, tmp_path: Path) -> N
     with pytest.raises(CompactionError, match="strict: 1 bad input"):
         compact(spark, _job(archive, output, strict=True))
     stream_folder = output / f"stream={STREAM}"
-    assert not (stream_folder / "_published").exists()
-    assert not any((stream_folder / "_runs").glob("*/dt=*"))
+    assert not list((stream_folder / "data").glob("*/dt=*/*/*.parquet"))
+    table = open_table(_ref(output), create=False)
+    assert table is None or table.current_snapshot() is None
 
 
 def test_two_runs_at_once_leave_one_consistent_window(
     spark: SparkSession, day_archive: tuple[Path, Truth], tmp_path: Path
 ) -> None:
-    """A day run and an hour run racing on the same output: both publish, readers get
-    each record once, and the hour keeps the entry listed last."""
+    """A day run and an hour run racing on the same output: each record is read once, and
+    the hour they share is the one listed last (the other run's copy of it is dropped
+    when that run commits second)."""
     archive, truth = day_archive
     manifests: list[RunManifest] = []
     errors: list[BaseException] = []
@@ -256,11 +267,70 @@ def test_two_runs_at_once_leave_one_consistent_window(
     for thread in threads:
         thread.join()
     assert not errors
-    assert {m.status for m in manifests} == {"published"}
     _assert_exactly_the_truth(tmp_path, truth)
     latest = max(manifests, key=lambda m: (m.listed_at, m.run_id))
-    entries = window_entries(LocalFilesystem(), f"file://{tmp_path}", STREAM, WINDOW)
+    assert "2026-11-21T10" in latest.published_hours
+    day = next(m for m in manifests if m.window == "2026-11-21")
+    assert set(day.published_hours) >= {f"2026-11-21T{h:02d}" for h in range(24)} - {
+        "2026-11-21T10"
+    }
+    entries = window_entries(_ref(tmp_path), WINDOW)
     assert entries["2026-11-21T10"].run_id == latest.run_id
+
+
+def test_commits_that_collide_replan_and_the_newest_listing_keeps_the_hour(
+    spark: SparkSession,
+    day_archive: tuple[Path, Truth],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both runs plan and write before either commits (held at a barrier), then commit at
+    once: one commit fails Iceberg's validation, that run reads the table again and
+    keeps only the hours it still wins, and every record is in the table once."""
+    archive, truth = day_archive
+    barrier = threading.Barrier(2, timeout=240)
+    commit = table_module._overwrite
+
+    waited: set[str] = set()
+
+    def held(*args: Any, **kwargs: Any) -> int | None:
+        name = threading.current_thread().name
+        if name.startswith("run-") and name not in waited:  # the first commit only
+            waited.add(name)
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(table_module, "_overwrite", held)
+    manifests: dict[str, RunManifest] = {}
+    errors: list[BaseException] = []
+
+    def run(window: str) -> None:
+        threading.current_thread().name = f"run-{window}"
+        try:
+            manifests[window] = compact(spark, _job(archive, tmp_path, Window.parse(window)))
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in ("2026-11-21", "2026-11-21T10")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    day, hour = manifests["2026-11-21"], manifests["2026-11-21T10"]
+    assert sorted([day.commit_attempts, hour.commit_attempts]) == [1, 2]
+    newest = max((day, hour), key=lambda m: (m.listed_at, m.run_id))
+    older = hour if newest is day else day
+    assert "2026-11-21T10" in newest.published_hours
+    # First to commit: the older run's hour is then replaced; second: it drops its copy.
+    if older.commit_attempts == 2:
+        assert older.superseded_hours == ["2026-11-21T10"]
+    else:
+        assert "2026-11-21T10" in older.published_hours
+    assert window_entries(_ref(tmp_path), WINDOW)["2026-11-21T10"].run_id == newest.run_id
+    _assert_exactly_the_truth(tmp_path, truth)
 
 
 def test_analysis_tables_and_report(

@@ -19,9 +19,9 @@ import duckdb
 import pytest
 
 from consumer import cli
+from sparkjobs.catalog import table_ref
 from sparkjobs.compact import CompactJob, compact
 from sparkjobs.compacted import current_files
-from sparkjobs.io import LocalFilesystem
 from sparkjobs.window import Window
 from tests.support.landed import STREAM, line, write_object
 
@@ -63,9 +63,7 @@ def _late(root: Path) -> None:
 def _rows(output: Path, window: str) -> set[tuple[str, int, str]]:
     files = [
         uri.removeprefix("file://")
-        for uri in current_files(
-            LocalFilesystem(), f"file://{output}", STREAM, Window.parse(window)
-        )
+        for uri in current_files(table_ref(f"file://{output}", STREAM), Window.parse(window))
     ]
     if not files:
         return set()
@@ -161,7 +159,7 @@ def test_one_run_of_two_streams_and_a_day_range_publishes_what_runs_one_by_one_d
     for day in DAYS:
         _run(spark, archive, scratch, day)
         assert _rows(together, day) == _rows(scratch, day), day
-    files = current_files(LocalFilesystem(), together.as_uri(), other, Window.parse(DAYS[1]))
+    files = current_files(table_ref(together.as_uri(), other), Window.parse(DAYS[1]))
     rows = duckdb.execute(
         f"select event_id, data from read_parquet({[f.removeprefix('file://') for f in files]})"
     ).fetchall()

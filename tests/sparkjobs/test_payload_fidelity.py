@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkjobs.analyse import AnalyseJob, analyse
+from sparkjobs.catalog import table_ref
 from sparkjobs.compact import CompactJob, compact
 from sparkjobs.compacted import current_files
-from sparkjobs.io import LocalFilesystem
 from sparkjobs.window import Window
 from tests.support.landed import STREAM, line, write_object
 
@@ -83,7 +83,7 @@ def _archive(root: Path, payloads: list[bytes]) -> dict[str, bytes]:
 def _compacted_data(output: Path) -> dict[str, bytes]:
     files = [
         uri.removeprefix("file://")
-        for uri in current_files(LocalFilesystem(), f"file://{output}", STREAM, WINDOW)
+        for uri in current_files(table_ref(f"file://{output}", STREAM), WINDOW)
     ]
     rows = duckdb.execute(f"select event_id, data from read_parquet({files})").fetchall()
     assert all(data is not None for _, data in rows), "a payload became SQL NULL"

@@ -24,6 +24,9 @@ import duckdb
 import pytest
 
 from consumer.cli.harness import wait_until
+from sparkjobs.catalog import table_ref
+from sparkjobs.compacted import current_files
+from sparkjobs.window import Window
 from tests.support.cluster import REPO, Cluster
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes, pytest.mark.spark]  # spark-submit
@@ -110,8 +113,9 @@ def test_landed_compacted_and_analysed(aws_env: dict[str, str], tmp_path: Path) 
         entry = ["deploy/spark/submit.py", "compact", "--window", day]
         summaries.append(_run(spark_submit + entry, env))
     assert all("published" in s for s in summaries), summaries
+    ref = table_ref(compacted.as_uri(), cluster.stream)
     files = [
-        str(p) for p in compacted.glob(f"stream={cluster.stream}/_runs/*/dt=*/hour=*/*.parquet")
+        uri.removeprefix("file://") for day in days for uri in current_files(ref, Window.parse(day))
     ]
     ids = Counter(
         json.loads(data)["id"]
@@ -120,7 +124,7 @@ def test_landed_compacted_and_analysed(aws_env: dict[str, str], tmp_path: Path) 
     assert ids == Counter(unique)
     manifests = [
         json.loads(p.read_text())
-        for p in compacted.glob(f"stream={cluster.stream}/_manifests/*.json")
+        for p in compacted.glob(f"_manifests/stream={cluster.stream}/*.json")
     ]
     assert sum(m["totals"]["producer"] for m in manifests) == len(retried)
     assert sum(m["totals"]["transport"] for m in manifests) == transport

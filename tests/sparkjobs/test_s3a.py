@@ -31,6 +31,8 @@ from consumer.landing.codec import gzip_stream
 from consumer.landing.envelope import Encoder, EventIdPointer
 from consumer.sequence import Position
 from consumer.stream.records import Record
+from sparkjobs.catalog import table_ref
+from sparkjobs.table import files_of, open_table, published
 from tests.support.s3a import REPO, find_jars, spark_submit_args
 
 JARS = find_jars()
@@ -155,11 +157,31 @@ def _keys(s3: Any, bucket: str, prefix: str) -> dict[str, str]:
     return found
 
 
+def _catalog(local_stack: LocalStack, cwd: Path) -> dict[str, str]:
+    """A pyiceberg SQL catalog (SQLite in ``cwd``) whose FileIO reaches the emulator's S3:
+    configured by variables, as a user configures Glue or REST."""
+    aws = local_stack.env()
+    prefix = "PYICEBERG_CATALOG__LANDER__"
+    return {
+        f"{prefix}TYPE": "sql",
+        f"{prefix}URI": f"sqlite:///{cwd / 'catalog.db'}",
+        f"{prefix}S3__ENDPOINT": local_stack.s3_endpoint,
+        f"{prefix}S3__ACCESS_KEY_ID": aws["AWS_ACCESS_KEY_ID"],
+        f"{prefix}S3__SECRET_ACCESS_KEY": aws["AWS_SECRET_ACCESS_KEY"],
+        f"{prefix}S3__REGION": aws["AWS_REGION"],
+    }
+
+
 def _job(local_stack: LocalStack, cwd: Path, *args: str) -> str:
     """Run ``python -m sparkjobs ARGS`` on the S3A jars; its stdout (stderr on failure)."""
     assert JARS is not None
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LANDER_", "PYSPARK_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LANDER_", "PYSPARK_", "PYICEBERG_"))
+    }
     env.update(local_stack.env())
+    env.update(_catalog(local_stack, cwd))
     env["PYSPARK_SUBMIT_ARGS"] = spark_submit_args(JARS, local_stack.s3_endpoint)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env["LANDER_LOG_FORMAT"] = "console"
@@ -193,8 +215,9 @@ def _job(local_stack: LocalStack, cwd: Path, *args: str) -> str:
 def test_compact_and_analyse_on_s3a(local_stack: LocalStack, s3: Any, tmp_path: Path) -> None:
     """Pins the jobs on s3a://: compaction reads gzip JSON Lines from S3, drops the
     transport and the producer duplicate, publishes Parquet holding exactly the unique
-    records (with their manifest and pointer), a rerun of the same inputs is up to date
-    and writes nothing, and the analysis writes report.html and its tables to S3."""
+    records in an Iceberg table whose paths are ``s3://`` (with the run's manifest and
+    the hour's entry in the snapshot), a rerun of the same inputs is up to date and
+    writes nothing, and the analysis writes report.html and its tables to S3."""
     bucket = f"lander-s3a-{uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=bucket)
     for key, body in _objects("archive").items():
@@ -215,17 +238,16 @@ def test_compact_and_analyse_on_s3a(local_stack: LocalStack, s3: Any, tmp_path: 
         out,
     ), out
 
-    stream_prefix = f"compacted/stream={STREAM}"
-    pointer_key = f"{stream_prefix}/_published/dt=2026-01-01/hour=10.json"
-    pointer = json.loads(s3.get_object(Bucket=bucket, Key=pointer_key)["Body"].read())
-    assert pointer["stream"] == STREAM
-    assert pointer["window"] == WINDOW
-    [entry] = pointer["hours"]
-    assert entry["hour"] == WINDOW
-    assert entry["rows"] == 7
-    assert entry["inputs"] == 4
-    assert entry["files"]
-    manifest_key = f"{stream_prefix}/_manifests/{pointer['run_id']}.json"
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in _catalog(local_stack, work).items():
+            patch.setenv(name, value)
+        table = open_table(table_ref(output, STREAM), create=False)
+        assert table is not None
+        entry = published(table)[WINDOW]
+        uris = files_of(table, [WINDOW])
+    assert table.location() == f"s3://{bucket}/compacted/stream={STREAM}"
+    assert (entry.rows, entry.inputs) == (7, 4)
+    manifest_key = f"compacted/_manifests/stream={STREAM}/{entry.run_id}.json"
     manifest = json.loads(s3.get_object(Bucket=bucket, Key=manifest_key)["Body"].read())
     assert manifest["status"] == "published"
     assert manifest["archive"] == archive
@@ -240,11 +262,12 @@ def test_compact_and_analyse_on_s3a(local_stack: LocalStack, s3: Any, tmp_path: 
     # The published files, read by another engine: exactly the unique records, each the
     # earliest copy (e2 from minute 05, not the retry at 106).
     local: list[str] = []
-    for i, item in enumerate(entry["files"]):
-        assert item["path"].startswith(f"_runs/{pointer['run_id']}/dt=2026-01-01/hour=10/")
+    data = f"s3://{bucket}/compacted/stream={STREAM}/data/{entry.run_id}/dt=2026-01-01/hour=10/"
+    assert uris
+    for i, uri in enumerate(uris):
+        assert uri.startswith(data), uri
         path = tmp_path / f"part-{i}.parquet"
-        s3.download_file(bucket, f"{stream_prefix}/{item['path']}", str(path))
-        assert path.stat().st_size == item["bytes"]
+        s3.download_file(bucket, uri.removeprefix(f"s3://{bucket}/"), str(path))
         local.append(str(path))
     with duckdb.connect() as db:
         rows = db.execute(

@@ -16,12 +16,11 @@ from sparkjobs.integrity import check_gzip, recover_lines
 from sparkjobs.publish import (
     HourEntry,
     InputFile,
-    OutputFile,
-    Pointer,
+    entries_from_summaries,
     inputs_digest,
-    next_pointer,
-    resolve,
     stale_hours,
+    summary_of,
+    winning_hours,
 )
 from sparkjobs.window import Window, WindowError
 
@@ -113,29 +112,63 @@ def test_landed_paths_parse_from_any_scheme() -> None:
 
 
 def _entry(hour: str, listed_at: str, run: str, digest: str = "d") -> HourEntry:
-    return HourEntry(hour, run, listed_at, digest, 1, 1, (OutputFile(f"_runs/{run}/x", 1),))
+    return HourEntry(hour, run, listed_at, digest, 1, 1)
 
 
-entries = st.builds(
-    _entry,
-    st.sampled_from(["2026-11-22T00", "2026-11-22T01", "2026-11-22T02"]),
-    st.sampled_from(["2026-11-22T03:00:00", "2026-11-22T04:00:00", "2026-11-22T05:00:00"]),
-    st.sampled_from(["r1", "r2", "r3"]),
+HOURS = ["2026-11-22T00", "2026-11-22T01", "2026-11-22T02"]
+runs = st.lists(
+    st.tuples(
+        st.sampled_from(["2026-11-23T03:00:00", "2026-11-23T04:00:00", "2026-11-23T05:00:00"]),
+        st.lists(st.sampled_from(HOURS), min_size=1, max_size=3, unique=True),
+    ),
+    max_size=6,
 )
 
 
-@given(st.lists(st.lists(entries, max_size=3), max_size=5), st.randoms())
-def test_resolution_takes_the_latest_listing_whatever_the_order(
-    pointers: list[list[HourEntry]], rnd: random.Random
+@given(runs, st.randoms())
+def test_racing_runs_leave_every_hour_from_the_newest_listing(
+    made: list[tuple[str, list[str]]], rnd: random.Random
 ) -> None:
-    """Per hour, the entry listed last wins, however pointers are read or interleaved."""
-    made = [Pointer("s", "w", f"p{i}", tuple(p)) for i, p in enumerate(pointers)]
-    shuffled = made[:]
-    rnd.shuffle(shuffled)
-    assert resolve(made) == resolve(shuffled)
-    for hour, entry in resolve(made).items():
-        rivals = [e for p in pointers for e in p if e.hour == hour]
-        assert (entry.listed_at, entry.run_id) == max((e.listed_at, e.run_id) for e in rivals)
+    """Runs commit in any order, each keeping only the hours it still wins against what
+    the table's snapshots say: every hour ends with the entry of the newest listing."""
+    entries = [
+        {hour: _entry(hour, listed_at, f"r{i}") for hour in hours}
+        for i, (listed_at, hours) in enumerate(made)
+    ]
+    history: list[dict[str, str]] = []  # snapshot summaries, oldest first
+    order = list(range(len(entries)))
+    rnd.shuffle(order)
+    for i in order:
+        current = entries_from_summaries(reversed(history))
+        wins = winning_hours(entries[i], current)
+        history.append(summary_of(f"r{i}", [entries[i][hour] for hour in wins]))
+    final = entries_from_summaries(reversed(history))
+    for hour in HOURS:
+        rivals = [e[hour] for e in entries if hour in e]
+        if rivals:
+            newest = max(rivals, key=lambda e: (e.listed_at, e.run_id))
+            assert final[hour] == newest
+        else:
+            assert hour not in final
+
+
+def test_an_hour_entry_is_read_back_from_the_summary_and_noise_is_skipped() -> None:
+    """The newest summary naming an hour wins; other writers' properties, entries that do
+    not parse and hours not asked for are left out."""
+    new, old = _entry("2026-11-22T01", "t2", "r2"), _entry("2026-11-22T01", "t1", "r1")
+    other = _entry("2026-11-22T02", "t1", "r1")
+    summaries = [
+        {"spark.app.id": "x", "lander.hour.2026-11-22T00": "{not json"},
+        summary_of("r2", [new]),
+        summary_of("r1", [old, other]),
+    ]
+    found = entries_from_summaries(summaries)
+    assert found == {"2026-11-22T01": new, "2026-11-22T02": other}
+    assert entries_from_summaries(summaries, ["2026-11-22T02"]) == {"2026-11-22T02": other}
+    key, value = new.to_summary()
+    assert HourEntry.from_summary(key, value) == new
+    with pytest.raises(ValueError, match="not an hour entry"):
+        HourEntry.from_summary("lander.run-id", value)
 
 
 def test_only_hours_whose_inputs_changed_are_stale() -> None:
@@ -155,17 +188,3 @@ def test_only_hours_whose_inputs_changed_are_stale() -> None:
     assert stale_hours(current, digests) == ["2026-11-22T01", "2026-11-22T02"]
     assert inputs_digest([a]) == inputs_digest([InputFile(a.rel, a.size, 99)])
     assert inputs_digest([a]) != inputs_digest([InputFile(a.rel, 11, 1)])
-
-
-def test_a_day_pointer_carries_unchanged_hours_with_their_own_listing_time() -> None:
-    """Carried-over entries keep their listing time, so an older run cannot shadow a newer one."""
-    old = _entry("2026-11-22T00", "2026-11-23T01:00:00", "old")
-    newer_hour_run = _entry("2026-11-22T01", "2026-11-23T03:00:00", "hour-run")
-    rewritten = {"2026-11-22T02": _entry("2026-11-22T02", "2026-11-23T02:00:00", "day-run")}
-    current = {"2026-11-22T00": old, "2026-11-22T01": newer_hour_run}
-    hours = ["2026-11-22T00", "2026-11-22T01", "2026-11-22T02"]
-    pointer = next_pointer("s", "2026-11-22", "day-run", hours, current, rewritten)
-    assert [e.run_id for e in pointer.hours] == ["old", "hour-run", "day-run"]
-    assert Pointer.from_json(pointer.to_json()) == pointer
-    with pytest.raises(ValueError, match="neither rewritten nor published"):
-        next_pointer("s", "w", "r", ["2026-11-22T05"], current, rewritten)

@@ -1,0 +1,271 @@
+"""The compacted output as an Apache Iceberg table: the table, one commit per run.
+
+Spark writes a run's Parquet (:mod:`sparkjobs.sparkplan`); ``pyiceberg`` publishes it:
+
+- **Table.** One per stream in the catalog :mod:`sparkjobs.catalog` names, format v2.
+  Partitioned by ``hour(arrival_ts)``:
+  every file Spark writes holds one arrival hour, so pyiceberg derives each file's
+  partition from its own statistics, and readers filtering on ``arrival_ts`` prune hours
+  without knowing about partitions. Sorted by ``shard_id`` (within a shard the files
+  follow the sequence number's numeric order, which Iceberg's string order cannot
+  state).
+- **Commit.** A run replaces exactly the hours it rewrote in one ``overwrite`` snapshot:
+  the hours' old files out, the new files in, and one summary entry per hour recording
+  what it was made from (:mod:`sparkjobs.publish`). A concurrent commit to the same
+  hours fails pyiceberg's validation; the run then keeps only the hours it still wins
+  and commits again (:func:`replace_hours`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import structlog
+
+from sparkjobs.catalog import (
+    CatalogError,
+    TableRef,
+    embedded_missing,
+    one_line,
+    open_catalog,
+    registered,
+)
+from sparkjobs.job import COMPACTED_COLUMNS
+from sparkjobs.publish import HourEntry, entries_from_summaries, summary_of, winning_hours
+from sparkjobs.window import HOUR, parse_hour
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+
+log = structlog.get_logger("sparkjobs.table")
+
+PARTITION = "arrival_ts_hour"
+COMMIT_ATTEMPTS = 5
+"""Re-plans after a conflicting commit before the run gives up (each re-plan drops the
+hours another run published from a newer listing, so few are ever needed)."""
+
+
+def iceberg_schema() -> Schema:
+    """The table's columns (:data:`~sparkjobs.job.COMPACTED_COLUMNS`), all optional:
+    a file Spark wrote as required reads into an optional column, never the reverse."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
+
+    kinds = {"string": StringType(), "long": LongType(), "timestamp": TimestamptzType()}
+    return Schema(
+        *(
+            NestedField(field_id, name, kinds[kind], required=False)
+            for field_id, (name, kind, _) in enumerate(COMPACTED_COLUMNS, start=1)
+        )
+    )
+
+
+def open_table(
+    ref: TableRef, properties: Mapping[str, str] | None = None, *, create: bool = True
+) -> Table | None:
+    """The stream's table; made on first use when ``create`` (else None if missing).
+
+    ``properties``: the writer's settings recorded on a new table (target file size,
+    compression). An existing table whose columns differ is refused: it is not ours.
+    """
+    from pyiceberg.exceptions import NoSuchTableError
+
+    if not create and embedded_missing(ref.catalog, ref.output):
+        return None
+    catalog = open_catalog(ref.catalog, ref.output)
+    try:
+        table = catalog.load_table(ref.identifier)
+    except NoSuchTableError:
+        if not create:
+            return None
+        table = _create(catalog, ref, properties or {})
+    _check_columns(ref, table)
+    return table
+
+
+def _create(catalog: Catalog, ref: TableRef, properties: Mapping[str, str]) -> Table:
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.table.sorting import NullOrder, SortDirection, SortField, SortOrder
+    from pyiceberg.transforms import HourTransform, IdentityTransform
+
+    schema = iceberg_schema()
+    arrival = schema.find_field("arrival_ts").field_id
+    spec = PartitionSpec(
+        PartitionField(source_id=arrival, field_id=1000, transform=HourTransform(), name=PARTITION)
+    )
+    order = SortOrder(
+        SortField(
+            source_id=schema.find_field("shard_id").field_id,
+            transform=IdentityTransform(),
+            direction=SortDirection.ASC,
+            null_order=NullOrder.NULLS_FIRST,
+        )
+    )
+    namespace = ref.identifier.rsplit(".", 1)[0]
+    for attempt in range(3):  # another run may make the namespace at the same moment
+        try:
+            catalog.create_namespace_if_not_exists(namespace)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+            time.sleep(0.1)
+    return catalog.create_table_if_not_exists(
+        ref.identifier,
+        schema,
+        location=ref.location,
+        partition_spec=spec,
+        sort_order=order,
+        properties={
+            "format-version": "2",
+            "schema.name-mapping.default": schema.name_mapping.model_dump_json(),
+            "write.metadata.delete-after-commit.enabled": "true",
+            "write.metadata.previous-versions-max": "100",
+            "lander.stream": ref.stream,
+            **properties,
+        },
+    )
+
+
+def _check_columns(ref: TableRef, table: Table) -> None:
+    have = {f.name: str(f.field_type) for f in table.schema().fields}
+    want = {f.name: str(f.field_type) for f in iceberg_schema().fields}
+    missing = {name: kind for name, kind in want.items() if have.get(name) != kind}
+    if missing:
+        raise CatalogError(
+            f"table {ref.identifier} exists without the compacted columns "
+            f"{', '.join(f'{n} {k}' for n, k in sorted(missing.items()))}: name another "
+            "table with LANDER_TABLE"
+        )
+
+
+def published(table: Table, hours: Iterable[str] | None = None) -> dict[str, HourEntry]:
+    """Each hour's entry now: the newest among the current snapshot and its ancestors."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    snapshots = ancestors_of(table.current_snapshot(), table.metadata)
+    return entries_from_summaries(
+        (dict(s.summary.additional_properties) if s.summary else {} for s in snapshots), hours
+    )
+
+
+def hours_filter(hours: Iterable[str]) -> BooleanExpression:
+    """Rows whose ``arrival_ts`` lies in one of ``hours`` (contiguous hours as one range)."""
+    from pyiceberg.expressions import AlwaysFalse, Or
+    from pyiceberg.expressions.parser import parse
+
+    expression: BooleanExpression = AlwaysFalse()
+    for start, end in _ranges(sorted(parse_hour(h) for h in set(hours))):
+        between = f"arrival_ts >= '{start.isoformat()}' AND arrival_ts < '{end.isoformat()}'"
+        expression = Or(expression, parse(between))
+    return expression
+
+
+def _ranges(starts: list[datetime]) -> list[tuple[datetime, datetime]]:
+    ranges: list[tuple[datetime, datetime]] = []
+    for start in starts:
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], start + HOUR)
+        else:
+            ranges.append((start, start + HOUR))
+    return ranges
+
+
+def files_of(table: Table, hours: Iterable[str]) -> list[str]:
+    """The data files that are ``hours`` now."""
+    hours = list(hours)
+    if not hours or table.current_snapshot() is None:
+        return []
+    return sorted(task.file.file_path for task in table.scan(hours_filter(hours)).plan_files())
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """What a run's commit published: its hours, and those another run won meanwhile."""
+
+    hours: list[str]
+    superseded: list[str]
+    snapshot_id: int | None
+    attempts: int
+
+
+def replace_hours(
+    ref: TableRef,
+    entries: Mapping[str, HourEntry],
+    files: Mapping[str, list[str]],
+    run_id: str,
+    properties: Mapping[str, str] | None = None,
+) -> Committed:
+    """Publish a run: each hour of ``entries`` becomes exactly ``files[hour]`` (none for
+    an hour that kept no row), in one snapshot whose summary records the entries.
+
+    On a conflict (another run committed some of these hours since this one read the
+    table) the table is read again and only the hours this run still wins are committed;
+    the files of the others are deleted, never published.
+    """
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    pending = dict(entries)
+    superseded: list[str] = []
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        table = open_table(ref, properties)
+        assert table is not None
+        current = published(table, pending)
+        wins = winning_hours(pending, current)
+        lost = sorted(set(pending) - set(wins))
+        if lost:
+            superseded.extend(lost)
+            _delete_files(table, [f for hour in lost for f in files.get(hour, [])])
+            log.info("hours published meanwhile by a newer listing", hours=lost, run_id=run_id)
+            pending = {hour: pending[hour] for hour in wins}
+        if not pending:
+            return Committed([], sorted(superseded), None, attempt)
+        try:
+            snapshot = _overwrite(table, pending, files, run_id)
+        except (CommitFailedException, ValidationException) as exc:
+            log.warning("commit conflicted; reading the table again", error=one_line(exc))
+            continue
+        return Committed(sorted(pending), sorted(superseded), snapshot, attempt)
+    raise CatalogError(
+        f"table {ref.identifier}: {COMMIT_ATTEMPTS} commits conflicted with other writers"
+    )
+
+
+def _overwrite(
+    table: Table, entries: Mapping[str, HourEntry], files: Mapping[str, list[str]], run_id: str
+) -> int | None:
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+    hours = sorted(entries)
+    old = []
+    if table.current_snapshot() is not None:
+        old = [task.file for task in table.scan(hours_filter(hours)).plan_files()]
+    transaction = table.transaction()
+    summary = summary_of(run_id, entries.values())
+    with transaction.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
+        overwrite.delete_by_predicate(hours_filter(hours))
+        for data_file in old:
+            overwrite.delete_data_file(data_file)
+        for hour in hours:
+            for path in files.get(hour, []):
+                overwrite.append_data_file(
+                    parquet_file_to_data_file(table.io, table.metadata, registered(path))
+                )
+    committed = transaction.commit_transaction()
+    current = committed.current_snapshot()
+    return current.snapshot_id if current else None
+
+
+def _delete_files(table: Table, paths: list[str]) -> None:
+    for path in paths:
+        try:
+            table.io.delete(registered(path))
+        except Exception as exc:  # best effort: maintenance removes what stays
+            log.warning("could not delete an unpublished file", file=path, error=one_line(exc))
