@@ -78,4 +78,4 @@ validate-deploy:
 	$(PYTHON) deploy/validate.py
 
 clean:
-	rm -rf dist .cache .coverage htmlcov $(VENV) .venv-deploy .venv-peers $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf dist .cache .coverage htmlcov $(VENV) .venv-deploy .venv-peers .venv-readers $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
