@@ -331,6 +331,7 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
     from sparkjobs.compact import CompactJob, compact
     from sparkjobs.compacted import read
     from sparkjobs.session import get_session
+    from sparkjobs.table import open_table
     from sparkjobs.window import Window
 
     compacted = (workdir / "compacted").as_uri()
@@ -374,7 +375,9 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
             ids.update(day_ids)
     finally:
         spark.stop()
+    table = open_table(table_ref(compacted, STREAM), create=False)
+    published = (f"lander.{STREAM}", table.metadata_location if table is not None else "")
     lost = len(produced.event_ids() - ids)
     checks = reconcile(produced, view, transport, producer_dups, rows, distinct, lost)
-    summary(produced, view, checks, chaos, metrics, report, workdir, lost, say)
+    summary(produced, view, checks, chaos, metrics, report, workdir, lost, published, say)
     return 0 if all(c.ok for c in checks) else 1

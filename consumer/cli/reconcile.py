@@ -115,8 +115,12 @@ def summary(  # noqa: PLR0917
     report: str,
     workdir: Path,
     lost: int,
+    table: tuple[str, str],
     say: Say,
 ) -> None:
+    """The demo's closing page. ``table``: the compacted table's name and current
+    metadata file."""
+    name, metadata = table
     ok = all(c.ok for c in checks)
     out = say.out
     out.write("\n")
@@ -143,7 +147,15 @@ def summary(  # noqa: PLR0917
             + " (from /metrics of the workers still running)",
         ),
         ("report", shown(Path(report.removeprefix("file://"))) if report else "-"),
-        ("parquet", f"{shown(workdir / 'compacted')} (current files: sparkjobs.compacted)"),
+        (
+            "table",
+            f"{name} (Apache Iceberg) in the catalog {shown(workdir / 'compacted' / 'catalog.db')}",
+        ),
+        (
+            "query it",
+            'duckdb -c "INSTALL iceberg; LOAD iceberg; SELECT count(*), '
+            f"count(DISTINCT event_id) FROM iceberg_scan('{metadata}')\"",
+        ),
         ("logs", shown(workdir / "logs")),
         ("took", f"{time.monotonic() - say.started:.0f} s"),
     ]

@@ -54,6 +54,12 @@ def test_a_short_demo_reconciles_every_count(tmp_path: Path) -> None:
     reports = list((workdir / "reports").rglob("report.html"))
     assert len(reports) >= 1
     assert list((workdir / "compacted").rglob("*.parquet"))
+    # The closing page names the table and a DuckDB query on its current metadata file.
+    assert "  table      lander.demo (Apache Iceberg) in the catalog " in out
+    [query] = [line for line in out.splitlines() if line.startswith("  query it ")]
+    metadata = query.split("iceberg_scan('", 1)[1].split("')", 1)[0]
+    assert metadata.endswith(".metadata.json")
+    assert Path(metadata.removeprefix("file://")).is_file()
     # A second run may wipe what the demo made, and nothing else.
     again = tmp_path / "not-a-demo"
     again.mkdir()
