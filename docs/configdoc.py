@@ -48,9 +48,11 @@ CHECK = "python docs/configdoc.py --check docs/configuration.md"
 READERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer.config.Settings": ("Worker", ("run", "status")),
     "consumer.config.ProduceSettings": ("produce", ("produce",)),
+    "sparkjobs.settings.TableSettings": ("Compacted tables", ("compact", "analyse", "maintain")),
     "sparkjobs.settings.JobSettings": ("Spark jobs", ("compact", "analyse")),
     "sparkjobs.settings.CompactSettings": ("compact", ("compact",)),
     "sparkjobs.settings.AnalyseSettings": ("analyse", ("analyse",)),
+    "sparkjobs.settings.MaintainSettings": ("maintain", ("maintain",)),
 }
 """Class -> (section title, the commands that read it)."""
 

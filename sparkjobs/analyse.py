@@ -289,11 +289,11 @@ def _manifest_findings(
     manifests: dict[str, dict[str, Any]] = {}
     duplicates: list[DuplicateStat] = []
     bad: list[BadInput] = []
-    for hour, entry in sorted(compacted.window_entries(job.ref, job.window).items()):
-        if entry.run_id not in manifests:
-            data = fs.read(manifest_uri(job.compacted, job.stream, entry.run_id))
-            manifests[entry.run_id] = json.loads(data) if data else {}
-        manifest = manifests[entry.run_id]
+    for hour, run_id in sorted(compacted.hour_runs(job.ref, fs, job.window).items()):
+        if run_id not in manifests:
+            data = fs.read(manifest_uri(job.compacted, job.stream, run_id))
+            manifests[run_id] = json.loads(data) if data else {}
+        manifest = manifests[run_id]
         for stats in manifest.get("hours", []):
             if stats["hour"] == hour:
                 duplicates.append(

@@ -162,6 +162,17 @@ def check_catalog(ref: TableRef) -> None:
         raise CatalogError(f"catalog {ref.catalog!r}: {one_line(exc)}") from None
 
 
+def check_catalogs(output: str, streams: list[str], catalog: str, template: str) -> str | None:
+    """:func:`check_catalog` for each stream's table: the first problem, as the one line
+    the job prints (``LANDER_CATALOG: …``), or None."""
+    for stream in streams:
+        try:
+            check_catalog(table_ref(output, stream, catalog, template))
+        except CatalogError as exc:
+            return f"LANDER_CATALOG: {exc}"
+    return None
+
+
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:300]

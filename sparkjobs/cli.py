@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from consumer.config import ConfigError, FlagSpec, add_setting_flags, flag_values
 from consumer.telemetry import configure_logging
-from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, load
+from sparkjobs.settings import (
+    AnalyseSettings,
+    CompactSettings,
+    MaintainSettings,
+    TableSettings,
+    load,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -81,6 +87,16 @@ one line and exits 3, writing nothing; --allow-empty makes that exit 0.
 
 """
 
+MAINTAIN_HELP = """\
+Maintain the compacted tables: expire snapshots older than --snapshot-retention (the
+current one never), then delete the files under the table's data/ and metadata/ that
+no remaining snapshot references and that are older than --orphan-age (the files of
+replaced hours, of runs that crashed before their commit, Spark's .crc and _SUCCESS),
+and the run manifests no published hour names. No Spark. Run it after the nightly
+compaction.
+
+"""
+
 
 JOB_FLAGS: tuple[FlagSpec, ...] = (
     "stream",
@@ -93,7 +109,7 @@ JOB_FLAGS: tuple[FlagSpec, ...] = (
 )
 """Flags of both jobs, for the fields of :class:`JobSettings`."""
 
-FLAGS: dict[str, tuple[type[JobSettings], tuple[FlagSpec, ...]]] = {
+FLAGS: dict[str, tuple[type[TableSettings], tuple[FlagSpec, ...]]] = {
     "compact": (
         CompactSettings,
         (
@@ -118,6 +134,10 @@ FLAGS: dict[str, tuple[type[JobSettings], tuple[FlagSpec, ...]]] = {
             ("analyse_allow_empty", "--allow-empty"),
         ),
     ),
+    "maintain": (
+        MaintainSettings,
+        ("stream", "compacted", "catalog", "table", "snapshot_retention", "orphan_age"),
+    ),
 }
 """Command -> its settings class and the fields it has flags for."""
 
@@ -141,6 +161,14 @@ def add_commands(commands: Any) -> None:
     )
     add_setting_flags(analyse, *FLAGS["analyse"])
 
+    maintain = commands.add_parser(
+        "maintain",
+        help="expire old snapshots of the compacted tables, delete unreferenced files",
+        description=MAINTAIN_HELP + "exit status: 0 done, 1 failed, 2 bad settings\n",
+        formatter_class=fmt,
+    )
+    add_setting_flags(maintain, *FLAGS["maintain"])
+
 
 def run(args: argparse.Namespace) -> int:
     """Run the job ``args.command`` names; the exit code (:data:`OK` … :data:`EMPTY`)."""
@@ -151,6 +179,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"lander: {exc}", file=sys.stderr)
         return BAD_CONFIG
     configure_logging(settings.log_format, settings.log_level)
+    from sparkjobs.catalog import check_catalogs  # before Spark: a bad catalog is one line
+
+    problem = check_catalogs(settings.compacted, settings.streams, settings.catalog, settings.table)
+    if problem:
+        print(f"lander: {problem}", file=sys.stderr)
+        return BAD_CONFIG
+    if isinstance(settings, MaintainSettings):
+        from sparkjobs.maintain import maintain_all
+
+        return _worst([OK if done else FAILED for done in maintain_all(settings)])
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -160,25 +198,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return BAD_CONFIG
-    if problem := _check_catalog(settings):
-        print(f"lander: {problem}", file=sys.stderr)
-        return BAD_CONFIG
     if isinstance(settings, CompactSettings):
         return _compact(settings)
     assert isinstance(settings, AnalyseSettings)
     return _analyse(settings)
-
-
-def _check_catalog(settings: JobSettings) -> str | None:
-    """Reach every stream's catalog before Spark starts: a bad setting is one line."""
-    from sparkjobs.catalog import CatalogError, check_catalog, table_ref
-
-    for stream in settings.streams:
-        try:
-            check_catalog(table_ref(settings.compacted, stream, settings.catalog, settings.table))
-        except CatalogError as exc:
-            return f"LANDER_CATALOG: {exc}"
-    return None
 
 
 def _nothing_to_do(command: str, what: str, *, allowed: bool) -> int:

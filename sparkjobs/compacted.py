@@ -7,10 +7,15 @@ scan plans the files and Spark reads them.
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import DataFrame, SparkSession
 
+from consumer.archive.layout import stream_folder
 from sparkjobs import table
 from sparkjobs.catalog import TableRef
+from sparkjobs.io import Filesystem, join
+from sparkjobs.manifest import newest_by_hour
 from sparkjobs.publish import HourEntry
 from sparkjobs.schema import COMPACTED
 from sparkjobs.window import Window, hour_label
@@ -24,6 +29,22 @@ def window_entries(ref: TableRef, window: Window) -> dict[str, HourEntry]:
     """The published entries of the window's hours (hours never compacted are absent)."""
     found = table.open_table(ref, create=False)
     return {} if found is None else table.published(found, _hours(window))
+
+
+def hour_runs(ref: TableRef, fs: Filesystem, window: Window) -> dict[str, str]:
+    """The run that made each compacted hour of the window: from the table's snapshots,
+    else (their snapshots expired) from the newest run manifest that published it."""
+    runs = {hour: entry.run_id for hour, entry in window_entries(ref, window).items()}
+    if len(runs) < window.hours:
+        folder = join(ref.output, "_manifests", stream_folder(ref.stream))
+        manifests = [
+            json.loads(data)
+            for item in fs.list_files(folder)
+            if item.uri.endswith(".json") and (data := fs.read(item.uri)) is not None
+        ]
+        wanted = set(_hours(window)) - set(runs)
+        runs.update((h, r) for h, r in newest_by_hour(manifests).items() if h in wanted)
+    return runs
 
 
 def current_files(ref: TableRef, window: Window) -> list[str]:

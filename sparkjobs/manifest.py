@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import Any
 
 from consumer.archive.layout import stream_folder
 from sparkjobs.io import join
@@ -90,6 +92,22 @@ class RunManifest:
         body = asdict(self)
         body["totals"] = {name: self.total(name) for name in TOTALS}
         return json.dumps(body, indent=1, sort_keys=True).encode() + b"\n"
+
+
+def newest_by_hour(manifests: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """For each hour, the run id of the newest manifest (by listing, then run id) that
+    published it: who made the hour, when the table's snapshots no longer say (expired).
+    Manifests without ``published_hours`` (older runs) count by their rewritten hours."""
+    newest: dict[str, tuple[str, str]] = {}
+    for manifest in manifests:
+        if manifest.get("status") != "published":
+            continue
+        key = (str(manifest["listed_at"]), str(manifest["run_id"]))
+        hours = manifest.get("published_hours") or [h["hour"] for h in manifest["hours"]]
+        for hour in hours:
+            if hour not in newest or key > newest[hour]:
+                newest[hour] = key
+    return {hour: run_id for hour, (_, run_id) in newest.items()}
 
 
 def manifest_uri(output: str, stream: str, run_id: str) -> str:

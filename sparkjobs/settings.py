@@ -34,8 +34,8 @@ def yesterday() -> str:
     return (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
 
 
-class JobSettings(BaseSettings):
-    """What both jobs need."""
+class TableSettings(BaseSettings):
+    """Which streams' tables: what the Spark jobs and ``lander maintain`` share."""
 
     model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
 
@@ -45,20 +45,6 @@ class JobSettings(BaseSettings):
     )
     compacted: str = Field(
         description="URI of the compacted Parquet: file:///…, s3a://bucket/prefix or EMR's s3://."
-    )
-    window: str = Field(
-        default_factory=yesterday,
-        description="A day YYYY-MM-DD or an hour YYYY-MM-DDTHH (UTC), or several separated "
-        "by commas, A..B for each day (or hour) from A to B; default: yesterday.",
-    )
-    spark_master: str | None = Field(
-        default=None,
-        description="Spark master for a local run (default local[*]); ignored under spark-submit.",
-    )
-    payload_format: PayloadFormat = Field(
-        default="json",
-        description="How the workers landed payloads: json text (kept byte for byte in "
-        "data) or raw base64 (data is the base64 text).",
     )
     catalog: str = Field(
         default="lander",
@@ -97,6 +83,35 @@ class JobSettings(BaseSettings):
             raise ValueError(f"a stream is named twice in {value!r}")
         return ",".join(names)
 
+    @field_validator("compacted")
+    @classmethod
+    def _compacted(cls, value: str) -> str:
+        return _uri(value)
+
+    @property
+    def streams(self) -> list[str]:
+        """The streams to run, in the order given."""
+        return self.stream.split(",")
+
+
+class JobSettings(TableSettings):
+    """What both Spark jobs need."""
+
+    window: str = Field(
+        default_factory=yesterday,
+        description="A day YYYY-MM-DD or an hour YYYY-MM-DDTHH (UTC), or several separated "
+        "by commas, A..B for each day (or hour) from A to B; default: yesterday.",
+    )
+    spark_master: str | None = Field(
+        default=None,
+        description="Spark master for a local run (default local[*]); ignored under spark-submit.",
+    )
+    payload_format: PayloadFormat = Field(
+        default="json",
+        description="How the workers landed payloads: json text (kept byte for byte in "
+        "data) or raw base64 (data is the base64 text).",
+    )
+
     @field_validator("window")
     @classmethod
     def _window(cls, value: str) -> str:
@@ -108,11 +123,6 @@ class JobSettings(BaseSettings):
         return value
 
     @property
-    def streams(self) -> list[str]:
-        """The streams to run, in the order given."""
-        return self.stream.split(",")
-
-    @property
     def windows(self) -> list[Window]:
         """The windows to run, in time order."""
         return parse_windows(self.window)
@@ -120,11 +130,6 @@ class JobSettings(BaseSettings):
     def runs(self) -> list[tuple[str, Window]]:
         """Every stream's every window, in the order they run: by stream, then time."""
         return [(stream, window) for stream in self.streams for window in self.windows]
-
-    @field_validator("compacted")
-    @classmethod
-    def _compacted(cls, value: str) -> str:
-        return _uri(value)
 
 
 class CompactSettings(JobSettings):
@@ -217,7 +222,37 @@ class AnalyseSettings(JobSettings):
         return value
 
 
-T = TypeVar("T", bound=JobSettings)
+class MaintainSettings(TableSettings):
+    """``lander maintain``."""
+
+    snapshot_retention: str = Field(
+        default="7d",
+        description="Snapshots older than this are expired (the current one never is): "
+        "how far back readers can time-travel (90m, 24h, 7d).",
+    )
+    orphan_age: str = Field(
+        default="3d",
+        description="Files no snapshot references are deleted once this old: longer than "
+        "any compaction run, whose files exist before its commit names them (90m, 24h, 3d).",
+    )
+
+    @field_validator("snapshot_retention", "orphan_age")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if duration_minutes(value) < 60:
+            raise ValueError(f"must be at least 1h, got {value!r}")
+        return value.strip().lower()
+
+
+def duration_minutes(text: str) -> int:
+    """``90m``, ``24h``, ``7d`` in minutes; ValueError for anything else."""
+    found = re.fullmatch(r"\s*(\d+)\s*([mhd])\s*", text.lower())
+    if found is None:
+        raise ValueError(f"must be a duration like 90m, 24h or 7d, got {text!r}")
+    return int(found[1]) * _UNITS[found[2]]
+
+
+T = TypeVar("T", bound=TableSettings)
 
 
 def load(kind: type[T], **overrides: Any) -> T:

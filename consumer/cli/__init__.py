@@ -56,7 +56,8 @@ Start here:
   lander run                  a worker; run one per container, they share the shards
   lander status               who owns which shard, checkpoints, lag
   lander produce              put test events (retries, KPL aggregates) into a stream
-  lander compact, analyse     the nightly Spark jobs (Parquet, report)
+  lander compact, analyse     the nightly Spark jobs (Iceberg table, report)
+  lander maintain             expire old snapshots, delete unreferenced files
 
 Every setting is an environment variable LANDER_<NAME> (docs/configuration.md); a
 flag overrides it. A bad or missing setting, or a LANDER_ variable that is no setting
@@ -211,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.install:
             emulators.install_node_modules()
         return emulators.run_local_stack()
-    if args.command in ("compact", "analyse"):
+    if args.command in ("compact", "analyse", "maintain"):
         from sparkjobs.cli import run
 
         return run(args)

@@ -24,7 +24,13 @@ from consumer.config import (
     flag_values,
 )
 from sparkjobs import cli as jobs_cli
-from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, yesterday
+from sparkjobs.settings import (
+    AnalyseSettings,
+    CompactSettings,
+    JobSettings,
+    TableSettings,
+    yesterday,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "configuration.md"
@@ -68,6 +74,8 @@ def test_every_setting_of_every_command_appears() -> None:
     for job, own in ((CompactSettings, "compact"), (AnalyseSettings, "analyse")):
         for name in job.model_fields:
             title = "Spark jobs" if name in JobSettings.model_fields else own
+            if name in TableSettings.model_fields:
+                title = "Compacted tables"
             _row(text, f"LANDER_{name.upper()}", title)
     # And every class the generator found, whatever is added later.
     for section in configdoc.sections():

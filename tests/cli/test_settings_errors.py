@@ -28,7 +28,13 @@ from consumer.config import (
     unknown_variables,
 )
 from consumer.metrics import version
-from sparkjobs.settings import AnalyseSettings, CompactSettings, JobSettings, load
+from sparkjobs.settings import (
+    AnalyseSettings,
+    CompactSettings,
+    JobSettings,
+    MaintainSettings,
+    load,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES: tuple[type[BaseSettings], ...] = (
@@ -37,6 +43,7 @@ CLASSES: tuple[type[BaseSettings], ...] = (
     JobSettings,
     CompactSettings,
     AnalyseSettings,
+    MaintainSettings,
 )
 
 

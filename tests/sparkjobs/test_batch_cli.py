@@ -97,14 +97,14 @@ def _analyse(tmp_path: Path, *extra: str) -> int:
     )
 
 
-def _publish(tmp_path: Path, *, rows: int) -> None:
+def _publish(tmp_path: Path, *, rows: int, run: str = "r1") -> None:
     """The day's hour 05 published in the table, with one file when ``rows``, none otherwise."""
     ref = table_ref((tmp_path / "compacted").as_uri(), STREAM)
     hour = f"{DAY}T05"
     files = []
     if rows:
-        path = tmp_path / "compacted" / "part-0.parquet"
-        path.parent.mkdir(parents=True)
+        path = tmp_path / "compacted" / f"stream={STREAM}" / "data" / run / "part-0.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
         arrival = datetime(2026, 11, 21, 5, 30, tzinfo=UTC)
         columns = {
             name: pa.array(
@@ -113,9 +113,9 @@ def _publish(tmp_path: Path, *, rows: int) -> None:
             for name, kind, _ in COMPACTED_COLUMNS
         }
         pq.write_table(pa.table(columns), path)
-        files = [path.as_uri()]
-    entry = HourEntry(hour, "r1", f"{DAY}T06:00:00+00:00", "digest", 1, rows)
-    assert replace_hours(ref, {hour: entry}, {hour: files}, "r1").hours == [hour]
+        files = [f"file://{path}"]  # as_uri() would escape the "=" of stream=
+    entry = HourEntry(hour, run, f"{DAY}T06:00:00+00:00 {run}", "digest", 1, rows)
+    assert replace_hours(ref, {hour: entry}, {hour: files}, run).hours == [hour]
 
 
 # -- compact -----------------------------------------------------------------------------
@@ -336,6 +336,39 @@ def test_analyse_runs_every_window_given_in_one_session(
     out, err = capsys.readouterr()
     assert "no compacted data for stream orders in window 2026-11-20" in err
     assert out.startswith("summary\nreport: ")
+
+
+# -- maintain ----------------------------------------------------------------------------
+
+
+def _maintain(tmp_path: Path, *extra: str) -> int:
+    compacted = (tmp_path / "compacted").as_uri()
+    return cli.main(["maintain", "--stream", STREAM, "--compacted", compacted, *extra])
+
+
+def test_maintain_says_what_it_did_in_one_line_per_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fresh table: nothing expires, so the file hour 05's second commit replaced is
+    still read by the first snapshot and stays; no Spark."""
+    _publish(tmp_path, rows=10)
+    _publish(tmp_path, rows=5, run="r2")
+    assert _maintain(tmp_path) == 0
+    out = [line for line in capsys.readouterr().out.splitlines() if line.startswith("lander.")]
+    assert out == [
+        f"lander.{STREAM}: snapshots expired 0, kept 2; files deleted 0 (0 bytes), "
+        "unreferenced but younger than 3d 0; run manifests deleted 0"
+    ]
+
+
+def test_maintain_refuses_a_retention_under_an_hour_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _maintain(tmp_path, "--orphan-age", "5m") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "LANDER_ORPHAN_AGE" in err[0]
+    assert "at least 1h" in err[0]
 
 
 # -- file modes --------------------------------------------------------------------------
