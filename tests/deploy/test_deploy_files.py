@@ -180,6 +180,21 @@ def test_every_lander_variable_in_a_deploy_file_is_a_real_setting() -> None:
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
+def test_an_object_store_output_names_a_catalog(overlay: str) -> None:
+    """The embedded catalog serves only a local output: an s3a:// output without a
+    configured catalog would fail the nightly job at start."""
+    config = k8s_config(overlay, "lander-compaction")
+    assert config["LANDER_COMPACTED"].startswith("s3a://")
+    catalog = config.get("LANDER_CATALOG", "lander").upper()
+    assert config[f"PYICEBERG_CATALOG__{catalog}__TYPE"] == "glue"
+    env = compose()["services"]["compaction"]["environment"]
+    assert env["LANDER_COMPACTED"].startswith("s3a://")
+    assert env["PYICEBERG_CATALOG__LANDER__TYPE"] == "sql"
+    assert env["PYICEBERG_CATALOG__LANDER__URI"].startswith("sqlite:////home/lander/")
+    assert "compaction-home:/home/lander" in compose()["services"]["compaction"]["volumes"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_k8s_grace_period_outlasts_the_hand_off(overlay: str) -> None:
     config = k8s_config(overlay, "lander-worker")
     shutdown = float(config["LANDER_SHUTDOWN_SECONDS"])
@@ -275,13 +290,14 @@ def test_compose_depends_on_waits_for_health_and_bootstrap() -> None:
     assert services["localstack"]["image"].split(":")[1] != "latest", "pin LocalStack"
 
 
-def test_cronjob_compacts_then_analyses_one_window() -> None:
+def test_cronjob_compacts_analyses_and_maintains_one_window() -> None:
     cron = base_resource("cronjob.yaml", "CronJob")
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     script = " ".join(container["args"])
     assert script.index("lander compact") < script.index("lander analyse")
+    assert script.index("lander analyse") < script.index("lander maintain")
     assert "export LANDER_WINDOW=" in script, "both jobs must see the same window"
     assert pod["serviceAccountName"] == "lander-compaction"
 
@@ -355,8 +371,10 @@ def test_worker_role_covers_the_kinesis_and_s3_calls() -> None:
 
 def test_spark_role_reads_the_archive_and_touches_nothing_else() -> None:
     granted = policy_actions("SparkJobRole")
-    assert {"s3:GetObject", "s3:PutObject", "s3:ListBucket"} <= granted
-    assert not {a for a in granted if not a.startswith("s3:")}, "no Kinesis, no DynamoDB"
+    assert {"s3:GetObject", "s3:PutObject", "s3:ListBucket", "glue:UpdateTable"} <= granted
+    others = {a for a in granted if not a.startswith(("s3:", "glue:"))}
+    assert not others, "no Kinesis, no DynamoDB"
+    assert "glue:DeleteTable" not in granted
     statements = {
         s["Sid"]: s
         for p in load_cfn(CORE_TEMPLATE)["Resources"]["SparkJobRole"]["Properties"]["Policies"]
@@ -378,6 +396,8 @@ CFN_TO_PLACEHOLDER = {
     "ArchivePrefix": "${Prefix}",
     "CompactedPrefix": "${CompactedPrefix}",
     "ReportsPrefix": "${ReportsPrefix}",
+    "AWS::Region": "${Region}",
+    "AWS::AccountId": "${AccountId}",
 }
 
 
@@ -458,14 +478,13 @@ def test_lease_table_matches_what_the_daemon_creates() -> None:
     assert '"AttributeName": "leaseKey", "KeyType": "HASH"' in source
 
 
-def test_lifecycle_never_expires_published_compaction_runs() -> None:
+def test_lifecycle_never_expires_the_compacted_tables() -> None:
+    """Only `lander maintain` deletes a table's files: an age rule would take current data."""
     bucket = load_cfn(CORE_TEMPLATE)["Resources"]["Bucket"]["Properties"]
     rules = {r["Id"]: r for r in bucket["LifecycleConfiguration"]["Rules"]}
     assert rules["AbortIncompleteMultipartUploads"]["AbortIncompleteMultipartUpload"]
-    runs = rules["SupersededCompactionRuns"]
-    # Published Parquet lives in _runs/ too: only tagged (superseded) objects may expire.
-    assert runs["TagFilters"] == [{"Key": "lander-superseded", "Value": "true"}]
     for rule in rules.values():
-        if "ExpirationInDays" in rule and "TagFilters" not in rule:
-            prefix = rule.get("Prefix", {})
-            assert "CompactedPrefix" not in str(prefix), rule["Id"]
+        if "ExpirationInDays" in rule:
+            prefix = str(rule.get("Prefix", ""))
+            assert prefix, f"{rule['Id']} expires the whole bucket"
+            assert "CompactedPrefix" not in prefix, rule["Id"]
