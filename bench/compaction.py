@@ -337,6 +337,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "sizes": sizes,
         "target_cpu_ratio": TARGET_RATIO,
         "target_marginal_ratio": TARGET_MARGINAL_RATIO,
+        "target_commit_share": TARGET_COMMIT_SHARE,
     }
 
 

@@ -263,6 +263,18 @@ def compaction_rows(result: Mapping[str, Any]) -> list[Row]:
                 f"<= {target}x: {_met(ratio <= target)}" if size == "200k" else "(reported)",
             )
         )
+        commit = found.get("commit")
+        if commit and commit.get("share_of_job") is not None:
+            share, most = commit["share_of_job"], result.get("target_commit_share", 0.05)
+            rows.append(
+                (
+                    f"compaction, {size}: the Iceberg commit (pyiceberg) in that run",
+                    f"{commit['cpu_seconds']:.2f} CPU-s",
+                    f"the run {spark['cpu_seconds']:.1f} CPU-s",
+                    f"**{share:.1%}** of it",
+                    f"<= {most:.0%}: {_met(share <= most)}",
+                )
+            )
         two = found.get("two_days")
         if two:
             limit = result.get("target_marginal_ratio", 1.5)
