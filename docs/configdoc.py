@@ -48,7 +48,10 @@ CHECK = "python docs/configdoc.py --check docs/configuration.md"
 READERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer.config.Settings": ("Worker", ("run", "status")),
     "consumer.config.ProduceSettings": ("produce", ("produce",)),
-    "sparkjobs.settings.TableSettings": ("Compacted tables", ("compact", "analyse", "maintain")),
+    "sparkjobs.settings.TableSettings": (
+        "Compacted tables",
+        ("compact", "analyse", "maintain", "migrate-pointers"),
+    ),
     "sparkjobs.settings.JobSettings": ("Spark jobs", ("compact", "analyse")),
     "sparkjobs.settings.CompactSettings": ("compact", ("compact",)),
     "sparkjobs.settings.AnalyseSettings": ("analyse", ("analyse",)),

@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from consumer.config import ConfigError, FlagSpec, add_setting_flags, flag_values
 from consumer.telemetry import configure_logging
+from sparkjobs.helptext import (
+    ANALYSE_HELP,
+    COMPACT_HELP,
+    EXIT_CODES,
+    MAINTAIN_HELP,
+    MIGRATE_HELP,
+    TABLE_EXIT_CODES,
+)
 from sparkjobs.settings import (
     AnalyseSettings,
     CompactSettings,
@@ -45,58 +53,6 @@ if TYPE_CHECKING:
 
 OK, FAILED, BAD_CONFIG, EMPTY = 0, 1, 2, 3
 """The jobs' exit codes."""
-
-EXIT_CODES = """\
-exit status: 0 done or already up to date, 1 failed, 2 bad settings or no PySpark,
-3 nothing to do: the window has no input (0 with --allow-empty); with several windows
-the worst of theirs
-"""
-
-COMPACT_HELP = """\
-Compact windows of the landed archive into deduplicated Parquet.
-
-Reads {archive}/stream=S/dt=D/hour=H/**.jsonl.gz for a day or an hour (and the dedupe
-horizon before it), drops transport duplicates (same position) and producer duplicates
-(same event id within the horizon), keeps each payload byte for byte, writes Parquet,
-and publishes it by one commit to the Iceberg table --table (default lander.S) in the
-pyiceberg catalog --catalog (default lander: as configured, else an embedded SQLite
-catalog in {compacted}/catalog.db). Re-running a window rewrites only hours whose input
-changed (late files). Bad input is counted and reported with its file; --strict fails
-the window instead.
-
-Several streams (--stream a,b) and windows (--window 2026-11-01..2026-11-07, or a
-comma list) run one after another in one Spark session, each published on its own
-with its own result line; a failed or empty window does not stop the others.
-
-A window whose hours hold no landed object at all (a quiet stream, or a wrong
---archive) is reported in one line and exits 3 without starting Spark for a local
-archive; --allow-empty makes that exit 0.
-
-"""
-
-ANALYSE_HELP = """\
-Analyse a compacted window: volume per minute and shard, duplicates by cause,
-lateness, hot partition keys, producer sequence gaps, dead letters. Writes Parquet
-tables and a self-contained report.html under {reports}/stream=S/{window}/.
-
-Several streams (--stream a,b) and windows (--window A..B, or a comma list) are
-analysed one after another in one Spark session.
-
-A window with no compacted data (never compacted, or compacted empty) is reported in
-one line and exits 3, writing nothing; --allow-empty makes that exit 0.
-
-"""
-
-MAINTAIN_HELP = """\
-Maintain the compacted tables: expire snapshots older than --snapshot-retention (the
-current one never), then delete the files under the table's data/ and metadata/ that
-no remaining snapshot references and that are older than --orphan-age (the files of
-replaced hours, of runs that crashed before their commit, Spark's .crc and _SUCCESS),
-and the run manifests no published hour names. No Spark. Run it after the nightly
-compaction.
-
-"""
-
 
 JOB_FLAGS: tuple[FlagSpec, ...] = (
     "stream",
@@ -138,6 +94,7 @@ FLAGS: dict[str, tuple[type[TableSettings], tuple[FlagSpec, ...]]] = {
         MaintainSettings,
         ("stream", "compacted", "catalog", "table", "snapshot_retention", "orphan_age"),
     ),
+    "migrate-pointers": (TableSettings, ("stream", "compacted", "catalog", "table")),
 }
 """Command -> its settings class and the fields it has flags for."""
 
@@ -164,10 +121,18 @@ def add_commands(commands: Any) -> None:
     maintain = commands.add_parser(
         "maintain",
         help="expire old snapshots of the compacted tables, delete unreferenced files",
-        description=MAINTAIN_HELP + "exit status: 0 done, 1 failed, 2 bad settings\n",
+        description=MAINTAIN_HELP + TABLE_EXIT_CODES,
         formatter_class=fmt,
     )
     add_setting_flags(maintain, *FLAGS["maintain"])
+
+    migrate = commands.add_parser(
+        "migrate-pointers",
+        help="import an output published by pointer files (before the table) into it",
+        description=MIGRATE_HELP + TABLE_EXIT_CODES,
+        formatter_class=fmt,
+    )
+    add_setting_flags(migrate, *FLAGS["migrate-pointers"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -189,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
         from sparkjobs.maintain import maintain_all
 
         return _worst([OK if done else FAILED for done in maintain_all(settings)])
+    if args.command == "migrate-pointers":
+        from sparkjobs.migrate import migrate_all
+
+        return _worst([OK if done else FAILED for done in migrate_all(settings)])
     try:
         import pyspark  # noqa: F401
     except ImportError:

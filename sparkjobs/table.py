@@ -202,13 +202,16 @@ def replace_hours(
     files: Mapping[str, list[str]],
     run_id: str,
     properties: Mapping[str, str] | None = None,
+    *,
+    keep_files: bool = False,
 ) -> Committed:
     """Publish a run: each hour of ``entries`` becomes exactly ``files[hour]`` (none for
     an hour that kept no row), in one snapshot whose summary records the entries.
 
     On a conflict (another run committed some of these hours since this one read the
     table) the table is read again and only the hours this run still wins are committed;
-    the files of the others are deleted, never published.
+    the files of the others are deleted, never published (kept with ``keep_files``:
+    an import registers files it did not write).
     """
     from pyiceberg.exceptions import CommitFailedException, ValidationException
 
@@ -222,7 +225,8 @@ def replace_hours(
         lost = sorted(set(pending) - set(wins))
         if lost:
             superseded.extend(lost)
-            _delete_files(table, [f for hour in lost for f in files.get(hour, [])])
+            if not keep_files:
+                _delete_files(table, [f for hour in lost for f in files.get(hour, [])])
             log.info("hours published meanwhile by a newer listing", hours=lost, run_id=run_id)
             pending = {hour: pending[hour] for hour in wins}
         if not pending:

@@ -58,6 +58,7 @@ Start here:
   lander produce              put test events (retries, KPL aggregates) into a stream
   lander compact, analyse     the nightly Spark jobs (Iceberg table, report)
   lander maintain             expire old snapshots, delete unreferenced files
+  lander migrate-pointers     import an output published before the Iceberg table
 
 Every setting is an environment variable LANDER_<NAME> (docs/configuration.md); a
 flag overrides it. A bad or missing setting, or a LANDER_ variable that is no setting
@@ -212,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.install:
             emulators.install_node_modules()
         return emulators.run_local_stack()
-    if args.command in ("compact", "analyse", "maintain"):
+    if args.command in ("compact", "analyse", "maintain", "migrate-pointers"):
         from sparkjobs.cli import run
 
         return run(args)
