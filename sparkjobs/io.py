@@ -1,10 +1,10 @@
-"""The few filesystem operations the jobs do outside Spark: list, read, write a pointer.
+"""The few filesystem operations the jobs do outside Spark: list, read, write a manifest.
 
 Two implementations of one small interface: :class:`LocalFilesystem` for ``file://``
 (plain ``os``, with a write-then-rename that readers never see half done) and
 :class:`HadoopFilesystem` for everything Spark can reach (``s3a://``, EMR's ``s3://``,
 ``hdfs://``) through the session's Hadoop client. On an object store a single small
-PUT is atomic, which is all a pointer needs.
+PUT is atomic, which is all a manifest or a report needs.
 """
 
 from __future__ import annotations

@@ -388,7 +388,7 @@ def _mode(path: Path) -> int:
 
 
 def test_files_written_for_readers_are_0644_under_umask_022(tmp_path: Path) -> None:
-    """Pointers, manifests and report.html (LocalFilesystem.write_atomic) are 0644 and the
+    """Manifests and report.html (LocalFilesystem.write_atomic) are 0644 and the
     folders made for them 0755 under umask 022; replacing a file keeps that; no
     temporary file is left beside it."""
     target = tmp_path / "reports" / f"stream={STREAM}" / DAY / "report.html"
@@ -405,7 +405,7 @@ def test_files_written_for_readers_are_0644_under_umask_022(tmp_path: Path) -> N
 
 def test_file_modes_follow_the_umask_like_open(tmp_path: Path) -> None:
     """Under umask 027 the same write gives 0640 and 0750: the umask decides, as for open()."""
-    target = tmp_path / "compacted" / "_published" / "dt=2026-11-21.json"
+    target = tmp_path / "compacted" / "_manifests" / f"stream={STREAM}" / "run.json"
     with _umask(0o027):
         LocalFilesystem().write_atomic(target.as_uri(), b"{}\n")
     assert _mode(target) == 0o640
