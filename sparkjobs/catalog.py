@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +26,8 @@ from sparkjobs.job import CompactJob
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+
+    from sparkjobs.settings import TableSettings
 
 DEFAULT_CATALOG = "lander"
 DEFAULT_TABLE = "lander.{stream}"
@@ -160,6 +164,26 @@ def check_catalog(ref: TableRef) -> None:
         catalog.list_namespaces()
     except Exception as exc:
         raise CatalogError(f"catalog {ref.catalog!r}: {one_line(exc)}") from None
+
+
+def for_each_table(
+    settings: TableSettings, command: str, work: Callable[[TableRef], str]
+) -> list[bool]:
+    """Run ``work`` on each stream's table in turn: the line it returns goes to stdout,
+    a failure is one line on stderr and does not stop the next table. Whether each
+    succeeded."""
+    results = []
+    for stream in settings.streams:
+        ref = table_ref(settings.compacted, stream, settings.catalog, settings.table)
+        try:
+            line = work(ref)
+        except Exception as exc:
+            print(f"lander {command}: {ref.identifier}: {exc}", file=sys.stderr)
+            results.append(False)
+            continue
+        print(f"{ref.identifier}: {line}", flush=True)
+        results.append(True)
+    return results
 
 
 def check_catalogs(output: str, streams: list[str], catalog: str, template: str) -> str | None:

@@ -23,7 +23,6 @@ own FileIO, so a ``file://`` and an ``s3://`` table are handled alike, without S
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -34,7 +33,7 @@ from pyarrow.fs import FileSelector, FileType
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from consumer.archive.layout import stream_folder
-from sparkjobs.catalog import TableRef, registered, table_ref
+from sparkjobs.catalog import TableRef, for_each_table, registered
 from sparkjobs.io import join
 from sparkjobs.manifest import newest_by_hour
 from sparkjobs.settings import MaintainSettings, duration_minutes
@@ -155,25 +154,17 @@ def maintain_all(settings: MaintainSettings) -> list[bool]:
     (or one line on stderr when it fails); whether each succeeded."""
     retention = timedelta(minutes=duration_minutes(settings.snapshot_retention))
     orphan_age = timedelta(minutes=duration_minutes(settings.orphan_age))
-    results = []
-    for stream in settings.streams:
-        ref = table_ref(settings.compacted, stream, settings.catalog, settings.table)
-        try:
-            done = maintain(ref, datetime.now(UTC), retention, orphan_age)
-        except Exception as exc:
-            print(f"lander maintain: {ref.identifier}: {exc}", file=sys.stderr)
-            results.append(False)
-            continue
-        print(
-            f"{ref.identifier}: snapshots expired {done.snapshots_expired}, kept "
-            f"{done.snapshots_kept}; files deleted {done.files_deleted} "
-            f"({done.bytes_deleted:,} bytes), unreferenced but younger than "
-            f"{settings.orphan_age} {done.orphans_too_young}; run manifests deleted "
-            f"{done.manifests_deleted}",
-            flush=True,
+
+    def one(ref: TableRef) -> str:
+        done = maintain(ref, datetime.now(UTC), retention, orphan_age)
+        return (
+            f"snapshots expired {done.snapshots_expired}, kept {done.snapshots_kept}; files "
+            f"deleted {done.files_deleted} ({done.bytes_deleted:,} bytes), unreferenced but "
+            f"younger than {settings.orphan_age} {done.orphans_too_young}; run manifests "
+            f"deleted {done.manifests_deleted}"
         )
-        results.append(True)
-    return results
+
+    return for_each_table(settings, "maintain", one)
 
 
 def _prune_manifests(table: Table, ref: TableRef, before: datetime) -> int:

@@ -22,13 +22,12 @@ through a local Spark session's Hadoop client (the Spark image has one).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from consumer.archive.layout import stream_folder
-from sparkjobs.catalog import TableRef, table_ref
+from sparkjobs.catalog import TableRef, for_each_table
 from sparkjobs.io import Filesystem, filesystem_for, is_local, join
 from sparkjobs.manifest import manifest_uri
 from sparkjobs.publish import HourEntry
@@ -102,26 +101,19 @@ def migrate_all(settings: TableSettings) -> list[bool]:
         from sparkjobs.session import get_session
 
         spark = get_session(None, app="lander-migrate-pointers")
-    results = []
+
+    def one(ref: TableRef) -> str:
+        done = migrate(ref, filesystem_for(settings.compacted, spark))
+        return (
+            f"{done.pointers} pointer files, {done.hours} hours; imported "
+            f"{len(done.imported)} ({done.files} files), already in the table {len(done.kept)}"
+        )
+
     try:
-        for stream in settings.streams:
-            ref = table_ref(settings.compacted, stream, settings.catalog, settings.table)
-            try:
-                done = migrate(ref, filesystem_for(settings.compacted, spark))
-            except Exception as exc:
-                print(f"lander migrate-pointers: {ref.identifier}: {exc}", file=sys.stderr)
-                results.append(False)
-                continue
-            print(
-                f"{ref.identifier}: {done.pointers} pointer files, {done.hours} hours; imported "
-                f"{len(done.imported)} ({done.files} files), already in the table {len(done.kept)}",
-                flush=True,
-            )
-            results.append(True)
+        return for_each_table(settings, "migrate-pointers", one)
     finally:
         if spark is not None:
             spark.stop()
-    return results
 
 
 def migrate(ref: TableRef, fs: Filesystem) -> Migrated:

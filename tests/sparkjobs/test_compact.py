@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import json
 import threading
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -261,11 +262,7 @@ def test_two_runs_at_once_leave_one_consistent_window(
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in ("2026-11-21", "2026-11-21T10")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _day_and_hour_at_once(run)
     assert not errors
     _assert_exactly_the_truth(tmp_path, truth)
     latest = max(manifests, key=lambda m: (m.listed_at, m.run_id))
@@ -313,11 +310,7 @@ def test_commits_that_collide_replan_and_the_newest_listing_keeps_the_hour(
             errors.append(exc)
             barrier.abort()
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in ("2026-11-21", "2026-11-21T10")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _day_and_hour_at_once(run)
     assert not errors
     day, hour = manifests["2026-11-21"], manifests["2026-11-21T10"]
     assert sorted([day.commit_attempts, hour.commit_attempts]) == [1, 2]
@@ -331,6 +324,15 @@ def test_commits_that_collide_replan_and_the_newest_listing_keeps_the_hour(
         assert "2026-11-21T10" in older.published_hours
     assert window_entries(_ref(tmp_path), WINDOW)["2026-11-21T10"].run_id == newest.run_id
     _assert_exactly_the_truth(tmp_path, truth)
+
+
+def _day_and_hour_at_once(run: Callable[[str], None]) -> None:
+    """``run`` for the day and for its hour 10, in two threads at once."""
+    threads = [threading.Thread(target=run, args=(w,)) for w in ("2026-11-21", "2026-11-21T10")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def test_analysis_tables_and_report(
