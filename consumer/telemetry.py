@@ -31,6 +31,10 @@ def redact(
     return event
 
 
+def _stderr_logger(*_: Any) -> structlog.PrintLogger:
+    return structlog.PrintLogger(sys.stderr)
+
+
 def configure_logging(
     fmt: Literal["auto", "json", "console"] = "auto", level: str = "info"
 ) -> None:
@@ -52,7 +56,9 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # sys.stderr as it is when a logger is made, not when this ran: a caller that
+        # swaps stderr (a test's capture, a wrapper) never leaves a closed one behind.
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     # Libraries log through the stdlib; keep their noise out unless debugging.
