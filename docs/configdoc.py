@@ -48,6 +48,10 @@ CHECK = "python docs/configdoc.py --check docs/configuration.md"
 READERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer.config.Settings": ("Worker", ("run", "status")),
     "consumer.config.ProduceSettings": ("produce", ("produce",)),
+    "sparkjobs.settings.StreamSettings": (
+        "Batch commands",
+        ("compact", "analyse", "maintain", "migrate-pointers", "raw-table"),
+    ),
     "sparkjobs.settings.TableSettings": (
         "Compacted tables",
         ("compact", "analyse", "maintain", "migrate-pointers"),
@@ -56,6 +60,7 @@ READERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "sparkjobs.settings.CompactSettings": ("compact", ("compact",)),
     "sparkjobs.settings.AnalyseSettings": ("analyse", ("analyse",)),
     "sparkjobs.settings.MaintainSettings": ("maintain", ("maintain",)),
+    "sparkjobs.settings.RawTableSettings": ("raw-table", ("raw-table",)),
 }
 """Class -> (section title, the commands that read it)."""
 

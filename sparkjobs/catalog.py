@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from consumer.archive.layout import stream_folder
 from sparkjobs.io import is_local, join, local_path
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
     from sparkjobs.settings import TableSettings
+
+T = TypeVar("T")
 
 DEFAULT_CATALOG = "lander"
 DEFAULT_TABLE = "lander.{stream}"
@@ -169,19 +171,27 @@ def check_catalog(ref: TableRef) -> None:
 def for_each_table(
     settings: TableSettings, command: str, work: Callable[[TableRef], str]
 ) -> list[bool]:
-    """Run ``work`` on each stream's table in turn: the line it returns goes to stdout,
-    a failure is one line on stderr and does not stop the next table. Whether each
+    """Run ``work`` on each stream's compacted table in turn (:func:`for_each`)."""
+    refs = [
+        table_ref(settings.compacted, stream, settings.catalog, settings.table)
+        for stream in settings.streams
+    ]
+    return for_each([(ref.identifier, ref) for ref in refs], command, work)
+
+
+def for_each(items: list[tuple[str, T]], command: str, work: Callable[[T], str]) -> list[bool]:
+    """Run ``work`` on each named item in turn: the line it returns goes to stdout after
+    the name, a failure is one line on stderr and does not stop the next. Whether each
     succeeded."""
     results = []
-    for stream in settings.streams:
-        ref = table_ref(settings.compacted, stream, settings.catalog, settings.table)
+    for name, item in items:
         try:
-            line = work(ref)
+            line = work(item)
         except Exception as exc:
-            print(f"lander {command}: {ref.identifier}: {exc}", file=sys.stderr)
+            print(f"lander {command}: {name}: {exc}", file=sys.stderr)
             results.append(False)
             continue
-        print(f"{ref.identifier}: {line}", flush=True)
+        print(f"{name}: {line}", flush=True)
         results.append(True)
     return results
 

@@ -27,12 +27,15 @@ from sparkjobs.helptext import (
     EXIT_CODES,
     MAINTAIN_HELP,
     MIGRATE_HELP,
+    RAW_TABLE_HELP,
     TABLE_EXIT_CODES,
 )
 from sparkjobs.settings import (
     AnalyseSettings,
     CompactSettings,
     MaintainSettings,
+    RawTableSettings,
+    StreamSettings,
     TableSettings,
     load,
 )
@@ -65,7 +68,7 @@ JOB_FLAGS: tuple[FlagSpec, ...] = (
 )
 """Flags of both jobs, for the fields of :class:`JobSettings`."""
 
-FLAGS: dict[str, tuple[type[TableSettings], tuple[FlagSpec, ...]]] = {
+FLAGS: dict[str, tuple[type[StreamSettings], tuple[FlagSpec, ...]]] = {
     "compact": (
         CompactSettings,
         (
@@ -95,6 +98,10 @@ FLAGS: dict[str, tuple[type[TableSettings], tuple[FlagSpec, ...]]] = {
         ("stream", "compacted", "catalog", "table", "snapshot_retention", "orphan_age"),
     ),
     "migrate-pointers": (TableSettings, ("stream", "compacted", "catalog", "table")),
+    "raw-table": (
+        RawTableSettings,
+        ("stream", "archive", "raw_database", "raw_table", "raw_days"),
+    ),
 }
 """Command -> its settings class and the fields it has flags for."""
 
@@ -134,6 +141,14 @@ def add_commands(commands: Any) -> None:
     )
     add_setting_flags(migrate, *FLAGS["migrate-pointers"])
 
+    raw = commands.add_parser(
+        "raw-table",
+        help="register the landed JSON Lines as a Glue/Athena table (partition projection)",
+        description=RAW_TABLE_HELP + TABLE_EXIT_CODES,
+        formatter_class=fmt,
+    )
+    add_setting_flags(raw, *FLAGS["raw-table"])
+
 
 def run(args: argparse.Namespace) -> int:
     """Run the job ``args.command`` names; the exit code (:data:`OK` … :data:`EMPTY`)."""
@@ -144,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"lander: {exc}", file=sys.stderr)
         return BAD_CONFIG
     configure_logging(settings.log_format, settings.log_level)
+    if isinstance(settings, RawTableSettings):
+        from sparkjobs.rawtable import register_all
+
+        return _worst([OK if done else FAILED for done in register_all(settings)])
+    assert isinstance(settings, TableSettings)
     from sparkjobs.catalog import check_catalogs  # before Spark: a bad catalog is one line
 
     problem = check_catalogs(settings.compacted, settings.streams, settings.catalog, settings.table)

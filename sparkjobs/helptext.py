@@ -1,4 +1,5 @@
-"""The help texts of the batch commands (``lander compact|analyse|maintain|migrate-pointers``)."""
+"""The help texts of the batch commands: ``lander compact``, ``analyse``, ``maintain``,
+``migrate-pointers``, ``raw-table``."""
 
 EXIT_CODES = """\
 exit status: 0 done or already up to date, 1 failed, 2 bad settings or no PySpark,
@@ -60,5 +61,15 @@ registered where they are, its input digest recorded, so the next compaction of 
 imported day finds it up to date. Runs once per stream; running it again imports
 nothing new. Delete _published/ and the _runs/ folders no pointer names once the table
 reads right.
+
+"""
+
+RAW_TABLE_HELP = """\
+Register the landed archive of each stream as an external table in the AWS Glue Data
+Catalog ({stream}_raw in the database lander), so Athena queries the last minutes
+before compaction: the lander's own field list as columns, gzipped JSON Lines through
+the OpenX JSON SerDe, partition projection on dt, hour and minute (no partitions to
+add, ever). Creates the table, or updates it in place when it exists. The Glue client
+is boto3's: region, credentials and AWS_ENDPOINT_URL_GLUE as boto3 finds them.
 
 """

@@ -34,8 +34,8 @@ def yesterday() -> str:
     return (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
 
 
-class TableSettings(BaseSettings):
-    """Which streams' tables: what the Spark jobs and ``lander maintain`` share."""
+class StreamSettings(BaseSettings):
+    """Which streams, and how to log: what every batch command shares."""
 
     model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
 
@@ -43,6 +43,34 @@ class TableSettings(BaseSettings):
         description="Name of the stream whose archive is read; several separated by "
         "commas are compacted (or analysed) one after another in one Spark session."
     )
+    log_format: LogFormat = Field(
+        default="auto", description="Log lines: JSON off a terminal, readable on one."
+    )
+    log_level: LogLevel = Field(default="info", description="Log level.")
+
+    @field_validator("stream")
+    @classmethod
+    def _streams(cls, value: str) -> str:
+        names = [name.strip() for name in value.split(",")]
+        for name in names:
+            if not _STREAM_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a stream name (1-128 characters of A-Z a-z 0-9 _ . -; "
+                    "several separated by commas)"
+                )
+        if len(set(names)) < len(names):
+            raise ValueError(f"a stream is named twice in {value!r}")
+        return ",".join(names)
+
+    @property
+    def streams(self) -> list[str]:
+        """The streams to run, in the order given."""
+        return self.stream.split(",")
+
+
+class TableSettings(StreamSettings):
+    """Which streams' tables: what the Spark jobs and ``lander maintain`` share."""
+
     compacted: str = Field(
         description="URI of the compacted Parquet: file:///…, s3a://bucket/prefix or EMR's s3://."
     )
@@ -59,39 +87,16 @@ class TableSettings(BaseSettings):
         description="The compacted table, namespace.table; {stream} stands for the stream "
         "(lower case, anything but a-z 0-9 _ as _).",
     )
-    log_format: LogFormat = Field(
-        default="auto", description="Log lines: JSON off a terminal, readable on one."
-    )
-    log_level: LogLevel = Field(default="info", description="Log level.")
 
     @field_validator("table")
     @classmethod
     def _table(cls, value: str) -> str:
         return check_template(value)
 
-    @field_validator("stream")
-    @classmethod
-    def _streams(cls, value: str) -> str:
-        names = [name.strip() for name in value.split(",")]
-        for name in names:
-            if not _STREAM_NAME.match(name):
-                raise ValueError(
-                    f"{name!r} is not a stream name (1-128 characters of A-Z a-z 0-9 _ . -; "
-                    "several separated by commas)"
-                )
-        if len(set(names)) < len(names):
-            raise ValueError(f"a stream is named twice in {value!r}")
-        return ",".join(names)
-
     @field_validator("compacted")
     @classmethod
     def _compacted(cls, value: str) -> str:
         return _uri(value)
-
-    @property
-    def streams(self) -> list[str]:
-        """The streams to run, in the order given."""
-        return self.stream.split(",")
 
 
 class JobSettings(TableSettings):
@@ -222,6 +227,43 @@ class AnalyseSettings(JobSettings):
         return value
 
 
+class RawTableSettings(StreamSettings):
+    """``lander raw-table``."""
+
+    archive: str = Field(description="URI of the landed archive (the one the workers write).")
+    raw_database: str = Field(
+        default="lander",
+        pattern=r"^[a-z0-9_]{1,255}$",
+        description="Glue database of the raw landing tables (Athena's schema).",
+    )
+    raw_table: str = Field(
+        default="{stream}_raw",
+        description="The raw landing table's name; {stream} stands for the stream (lower "
+        "case, anything but a-z 0-9 _ as _).",
+    )
+    raw_days: int = Field(
+        default=400,
+        ge=1,
+        le=3660,
+        description="Days back from today that the table's dt partitions are projected over "
+        "(the archive's lifecycle keeps landed JSON 400 days).",
+    )
+
+    @field_validator("archive")
+    @classmethod
+    def _archive(cls, value: str) -> str:
+        return _uri(value)
+
+    @field_validator("raw_table")
+    @classmethod
+    def _raw_table(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9_]{1,200}", value.replace("{stream}", "s")):
+            raise ValueError(
+                f"{value!r} is not a Glue table name (a-z 0-9 _; {{stream}} for the stream)"
+            )
+        return value
+
+
 class MaintainSettings(TableSettings):
     """``lander maintain``."""
 
@@ -252,7 +294,7 @@ def duration_minutes(text: str) -> int:
     return int(found[1]) * _UNITS[found[2]]
 
 
-T = TypeVar("T", bound=TableSettings)
+T = TypeVar("T", bound=StreamSettings)
 
 
 def load(kind: type[T], **overrides: Any) -> T:

@@ -59,6 +59,7 @@ Start here:
   lander compact, analyse     the nightly Spark jobs (Iceberg table, report)
   lander maintain             expire old snapshots, delete unreferenced files
   lander migrate-pointers     import an output published before the Iceberg table
+  lander raw-table            the landed JSON Lines as a Glue/Athena table
 
 Every setting is an environment variable LANDER_<NAME> (docs/configuration.md); a
 flag overrides it. A bad or missing setting, or a LANDER_ variable that is no setting
@@ -213,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.install:
             emulators.install_node_modules()
         return emulators.run_local_stack()
-    if args.command in ("compact", "analyse", "maintain", "migrate-pointers"):
+    if args.command in ("compact", "analyse", "maintain", "migrate-pointers", "raw-table"):
         from sparkjobs.cli import run
 
         return run(args)

@@ -28,6 +28,7 @@ from sparkjobs.settings import (
     AnalyseSettings,
     CompactSettings,
     JobSettings,
+    StreamSettings,
     TableSettings,
     yesterday,
 )
@@ -76,6 +77,8 @@ def test_every_setting_of_every_command_appears() -> None:
             title = "Spark jobs" if name in JobSettings.model_fields else own
             if name in TableSettings.model_fields:
                 title = "Compacted tables"
+            if name in StreamSettings.model_fields:
+                title = "Batch commands"
             _row(text, f"LANDER_{name.upper()}", title)
     # And every class the generator found, whatever is added later.
     for section in configdoc.sections():

@@ -33,6 +33,7 @@ from sparkjobs.settings import (
     CompactSettings,
     JobSettings,
     MaintainSettings,
+    RawTableSettings,
     load,
 )
 
@@ -44,6 +45,7 @@ CLASSES: tuple[type[BaseSettings], ...] = (
     CompactSettings,
     AnalyseSettings,
     MaintainSettings,
+    RawTableSettings,
 )
 
 
