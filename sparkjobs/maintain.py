@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -66,7 +66,6 @@ class Maintained:
     bytes_deleted: int = 0
     manifests_deleted: int = 0
     orphans_too_young: int = 0
-    deleted: list[str] = field(default_factory=list)
 
 
 def orphans(files: Iterable[Found], referenced: set[str], cutoff_ms: int) -> tuple[list[str], int]:
@@ -135,7 +134,6 @@ def maintain(
     sizes = {f.uri: f.size for f in files}
     for uri in old:
         table.io.delete(uri)
-        done.deleted.append(uri)
     done.files_deleted = len(old)
     done.bytes_deleted = sum(sizes[uri] for uri in old)
     done.manifests_deleted = _prune_manifests(table, ref, now - retention)
