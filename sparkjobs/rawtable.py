@@ -25,14 +25,13 @@ Pure but for :func:`register` and :func:`register_all`, which make the Glue call
 from __future__ import annotations
 
 import contextlib
-import re
 from typing import TYPE_CHECKING, Any
 
 import boto3
 
 from consumer.archive.envelope import FIELDS
 from consumer.archive.layout import stream_folder
-from sparkjobs.catalog import for_each, registered
+from sparkjobs.catalog import for_each, registered, table_name
 from sparkjobs.io import join
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ def register(glue: Any, database: str, table: dict[str, Any]) -> str:
 def register_all(settings: RawTableSettings) -> list[bool]:
     """``lander raw-table``: each stream's raw table in turn, one line each."""
     glue = boto3.client("glue")  # region, credentials, AWS_ENDPOINT_URL_GLUE as boto3 finds them
-    names = [(raw_name(settings.raw_table, stream), stream) for stream in settings.streams]
+    names = [(table_name(settings.raw_table, stream), stream) for stream in settings.streams]
 
     def one(named: tuple[str, str]) -> str:
         name, stream = named
@@ -116,9 +115,3 @@ def register_all(settings: RawTableSettings) -> list[bool]:
         )
 
     return for_each([(f"{settings.raw_database}.{n}", (n, s)) for n, s in names], "raw-table", one)
-
-
-def raw_name(template: str, stream: str) -> str:
-    """The raw table's name: ``{stream}`` in the template as a Glue name (lower case,
-    anything but letters, digits and ``_`` as ``_``)."""
-    return template.replace("{stream}", re.sub(r"[^a-z0-9_]", "_", stream.lower()))

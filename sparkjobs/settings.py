@@ -187,10 +187,12 @@ MAX_HORIZON_MINUTES = 7 * 24 * 60
 
 def horizon_minutes(text: str) -> int:
     """``90m``, ``24h``, ``1d`` or ``0`` in minutes; ValueError for anything else."""
-    found = re.fullmatch(r"\s*(\d+)\s*([mhd]?)\s*", text.lower())
-    if found is None or (not found[2] and found[1] != "0"):
-        raise ValueError(f"must be a duration like 90m, 24h or 1d (or 0), got {text!r}")
-    minutes = int(found[1]) * _UNITS.get(found[2], 0)
+    if text.strip() == "0":
+        return 0
+    try:
+        minutes = duration_minutes(text)
+    except ValueError:
+        raise ValueError(f"must be a duration like 90m, 24h or 1d (or 0), got {text!r}") from None
     if minutes > MAX_HORIZON_MINUTES:
         raise ValueError(f"must be at most 7d, got {text!r}")
     return minutes

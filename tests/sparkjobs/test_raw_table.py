@@ -9,7 +9,8 @@ import pytest
 from consumer import cli
 from consumer.archive.envelope import FIELDS
 from consumer.cli.emulators import LocalStack
-from sparkjobs.rawtable import raw_name, table_input
+from sparkjobs.catalog import table_name
+from sparkjobs.rawtable import table_input
 
 STREAM = "Orders.EU-1"
 
@@ -31,7 +32,7 @@ def test_the_columns_are_the_landed_fields_and_the_partitions_are_projected() ->
         assert f"projection.{key}.type" in parameters
     assert parameters["projection.dt.range"] == "NOW-30DAYS,NOW"
     assert parameters["projection.minute.range"] == "0,59"
-    assert raw_name("{stream}_raw", STREAM) == "orders_eu_1_raw"
+    assert table_name("{stream}_raw", STREAM) == "orders_eu_1_raw"
 
 
 @pytest.mark.emulator
