@@ -78,7 +78,7 @@ def project_path(records: list[KinesisRecord], codec: CodecName = "zlib") -> int
         encoded = encoder.encode(record)
         if isinstance(encoded, DeadLetter):
             raise RuntimeError(encoded.reason)  # noqa: TRY004
-        closed = batcher.add(record, encoded[0], 0.0)
+        closed = batcher.add_line(record, encoded[0], 0.0)
         if closed is not None:
             landed += closed.lines
     closed = batcher.close()

@@ -59,23 +59,27 @@ class LandedRun:
 @dataclass(slots=True)
 class _OpenRun:
     minute: datetime
-    minute_number: int
+    lo_us: int
+    """The run's minute's first microsecond: a record before it is late (rule 1)."""
+    cut_us: int
+    """The first microsecond rule 1 or rule 4 cuts at: the next minute, or
+    ``flush_seconds`` after the run's first record, whichever is sooner."""
     first: Position
-    first_us: int
     opened_at: float
     last: Position
     gzip: Compressor
+    compress_at: int
+    """Compress the pending lines once ``raw_bytes`` reaches this (every ~chunk)."""
     chunk: int
     chunks: list[bytes] = field(default_factory=list)
     digest: hashlib._Hash = field(default_factory=hashlib.sha256)
     consumed: int = 0
-    lines: int = 0
     raw_bytes: int = 0
-    buffered: int = 0
+    other_bytes: int = 0
+    """What the records without a line buffer (dead letters' payloads)."""
     dead: list[DeadLetter] = field(default_factory=list)
     dropped: int = 0
     pending: list[bytes] = field(default_factory=list)
-    pending_bytes: int = 0
 
     def compress_pending(self) -> None:
         # Compressing ~64 KiB at a time costs a fraction of a call per line.
@@ -83,7 +87,11 @@ class _OpenRun:
         self.digest.update(data)
         self.chunks.append(self.gzip.compress(data))
         self.pending.clear()
-        self.pending_bytes = 0
+        self.compress_at = self.raw_bytes + self.chunk
+
+    @property
+    def lines(self) -> int:
+        return self.consumed - len(self.dead) - self.dropped
 
 
 class Batcher:
@@ -118,6 +126,32 @@ class Batcher:
         """Whether records are buffered."""
         return self._run is not None
 
+    def add_line(self, record: Record, line: bytes, now: float) -> LandedRun | None:
+        """Add a record and its line; returns the run this record closed, if any.
+
+        The per-record path of the lander: the record joins the open run unless one of
+        rules 1-4 cuts first (checked on integers: one range test for rules 1 and 4).
+        """
+        us = record.arrival_us
+        if us < 0:
+            us = record.micros()
+        size = len(line)
+        run = self._run
+        if (
+            run is None
+            or not run.lo_us <= us < run.cut_us
+            or run.consumed >= self.max_records
+            or run.raw_bytes + run.other_bytes + size > self.max_bytes
+        ):
+            return self.add(record, line, now)
+        run.last = record.position
+        run.consumed += 1
+        run.raw_bytes += size
+        run.pending.append(line)
+        if run.raw_bytes >= run.compress_at:
+            run.compress_pending()
+        return None
+
     def add(
         self, record: Record, line: bytes | None, now: float, size: int = 0
     ) -> LandedRun | None:
@@ -130,44 +164,46 @@ class Batcher:
         us = record.arrival_us
         if us < 0:
             us = record.micros()
-        minute_number = us // 60_000_000
-        if minute_number != self._minute_number:
-            self._minute_number = minute_number
-            self._minute = minute_of(record.arrival)
-        minute = self._minute
         size = len(line) if line is not None else size
         closed = None
         run = self._run
         if run is not None and (
-            minute_number != run.minute_number
+            not run.lo_us <= us < run.cut_us
             or run.consumed >= self.max_records
-            or run.buffered + size > self.max_bytes
-            or us - run.first_us >= self.flush_us
+            or run.raw_bytes + run.other_bytes + size > self.max_bytes
         ):
             closed = self._close()
             run = None
         if run is None:
-            run = self._run = _OpenRun(
-                minute,
-                minute_number,
-                record.position,
-                us,
-                now,
-                record.position,
-                gzip_stream(self.gzip_level, self.codec),
-                self.chunk,
-            )
+            run = self._run = self._open(record, us, now)
         run.last = record.position
         run.consumed += 1
-        run.buffered += size
-        if line is not None:
-            run.pending.append(line)
-            run.pending_bytes += len(line)
-            if run.pending_bytes >= run.chunk:
-                run.compress_pending()
-            run.lines += 1
-            run.raw_bytes += len(line)
+        if line is None:
+            run.other_bytes += size
+            return closed
+        run.raw_bytes += size
+        run.pending.append(line)
+        if run.raw_bytes >= run.compress_at:
+            run.compress_pending()
         return closed
+
+    def _open(self, record: Record, us: int, now: float) -> _OpenRun:
+        minute_number = us // 60_000_000
+        if minute_number != self._minute_number:
+            self._minute_number = minute_number
+            self._minute = minute_of(record.arrival)
+        lo_us = minute_number * 60_000_000
+        return _OpenRun(
+            self._minute,
+            lo_us,
+            min(lo_us + 60_000_000, us + self.flush_us),
+            record.position,
+            now,
+            record.position,
+            gzip_stream(self.gzip_level, self.codec),
+            self.chunk,
+            self.chunk,
+        )
 
     def add_dead(self, dead: DeadLetter, now: float) -> LandedRun | None:
         """Add a record that goes to the dead letters."""

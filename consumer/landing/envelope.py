@@ -139,8 +139,8 @@ class Encoder:
         if second != self._last_second:
             self._last_second = second
             when = datetime.fromtimestamp(second, UTC)
-            self._second_text = when.strftime("%Y-%m-%dT%H:%M:%S.").encode()
-        self._last_text = b"%s%03dZ" % (self._second_text, ms % 1000)
+            self._second_text = when.strftime("%Y-%m-%dT%H:%M:%S").encode()
+        self._last_text = self._second_text + _MILLIS[ms % 1000]
         return self._last_text
 
     def _key(self, partition_key: str) -> bytes:
@@ -194,5 +194,7 @@ class Encoder:
         return line, event_id
 
 
+_MILLIS = [b".%03dZ" % ms for ms in range(1000)]
+"""The end of an arrival time for each millisecond: a concatenation, not a format."""
 _LINE = b'%s%d","subsequence_number":%d,"partition_key":%s,"arrival_ts":"%s","data":%s}\n'
 _LINE_WITH_ID = b'%s%d","subsequence_number":%d,"partition_key":%s,"arrival_ts":"%s"%s,"data":%s}\n'

@@ -172,7 +172,7 @@ class Lander:
         if self.recent is not None and event_id is not None and self.recent.seen(event_id):
             self.metrics.duplicates_dropped.labels(self.shard_id, "producer").inc()
             return self.batcher.add_dropped(record, now)
-        return self.batcher.add(record, line, now)
+        return self.batcher.add_line(record, line, now)
 
     async def _land(self, run: LandedRun, checkpointer: Checkpointer) -> None:
         minute, first, last = run.minute, run.first, run.last
