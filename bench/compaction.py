@@ -1,8 +1,5 @@
 """Compaction of a production-like day: the Spark job against DuckDB, fixed and per-row.
 
-Long module: a benchmark's run and its rendering read the same result shape, and
-bench/__main__.py takes both from one module.
-
 The archive is :mod:`bench.prodlike`'s: one object per shard-minute run over a daily
 traffic curve, every payload shape producers send, transport copies, producer retries
 seconds to hours apart, late objects (both phases are written; a from-scratch run sees
@@ -23,41 +20,47 @@ Spark image's build runs (deploy/docker/class_archive.py; its cost is reported, 
 counted), and choose C1-only JIT below 64 MiB of input, as ``lander compact`` does
 (sparkjobs/session.py).
 
-Per-row cost is (day - fixed) / lines. Then the next day is added to the archive and
-both days run in one process (Spark: one ``lander compact --window D1..D2``, one JVM):
-two days minus one day is the second day's cost in a warm process, its per-row cost
-against DuckDB's measured the same way (issue 15's target: at most 1.5x). A no-op
-Spark run (the day again, up to date:
-list, compare, publish nothing) is reported too. DuckDB runs in this process
-(:mod:`bench.compaction_duckdb`, the same model: text read, payload sliced, the horizon
-rule, Parquet by dt/hour).
+Per-row cost is (day - fixed) / lines. What one session saves is measured by
+:mod:`bench.compaction_session`: the next day added and both days run by one ``lander
+compact --window D1..D2`` (two days minus one day: the second day's per-row cost in a
+warm process, against DuckDB's measured the same way; issue 15's target: at most 1.5x),
+and, at the sizes of :data:`STREAMS_SIZES`, three streams run by one ``lander compact
+--stream A,B,C`` alternated twice with a run of the first alone (issue 15: at most 2.5x
+one stream's fresh run, best of each). A no-op Spark run (the
+day again, up to date: list, compare, publish nothing) is reported too. DuckDB runs in
+this process (:mod:`bench.compaction_duckdb`, the same model: text read, payload
+sliced, the horizon rule, Parquet by dt/hour).
 
-CPU of a fresh process is counted with this process as the child subreaper: the JVM
-PySpark starts is not waited for by its Python parent, so without it the JVM's CPU
-would be lost at exit. Both engines must agree with :mod:`bench.prodlike_truth` on
-rows out and on duplicates by cause, or the run fails. Target (issue 20): a 200k-line
-day at most 6x DuckDB's CPU in a fresh process.
+Fresh processes are measured with their descendants (:mod:`bench.compaction_runs`).
+Both engines must agree with :mod:`bench.prodlike_truth` on rows out and on duplicates
+by cause, or the run fails. Target (issue 20): a 200k-line day at most 6x DuckDB's CPU
+in a fresh process.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gzip
-import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from bench import compaction_session
 from bench.compaction_duckdb import compact_with_duckdb
-from bench.prodlike import DAY, STREAM, ProdArchive, generate
+from bench.compaction_runs import (
+    become_subreaper,
+    build_class_archive,
+    environment,
+    fresh_process,
+    lander_compact,
+    manifest,
+    manifest_totals,
+    measure_in_process,
+    parquet_bytes,
+)
+from bench.prodlike import DAY, STREAM, generate
 from bench.prodlike_truth import read_archive, truth
 from bench.report import progress
 
@@ -70,102 +73,8 @@ PARQUET_CODECS = ("snappy", "zstd")
 """Each written by its own fresh run of the day, compared on size and CPU."""
 SIZES_FULL = ("200k", "2M")
 SIZES_QUICK = ("small",)
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def _become_subreaper() -> None:
-    """Orphaned descendants (the JVM) become our children, so their CPU is counted."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _self_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _fresh_process(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run ``argv``; wall and CPU seconds of it and every descendant, and its stdout."""
-    cpu, wall = _children_cpu(), time.monotonic()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    while True:  # reap what was re-parented to us (the JVM), so its CPU is counted
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-    if done.returncode != 0:
-        raise RuntimeError(f"{argv[3:5]} exited {done.returncode}: {done.stderr[-2000:]}")
-    return time.monotonic() - wall, _children_cpu() - cpu, done.stdout
-
-
-def _lander_compact(
-    archive: Path, out: Path, window: str, compression: str | None = None
-) -> list[str]:
-    extra = ["--compression", compression] if compression else []
-    return [*_compact_argv(archive, out, window), *extra]
-
-
-def _parquet_bytes(out: Path) -> int:
-    return sum(p.stat().st_size for p in out.rglob("*.parquet"))
-
-
-def _compact_argv(archive: Path, out: Path, window: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "consumer.cli",
-        "compact",
-        "--stream",
-        STREAM,
-        "--archive",
-        f"file://{archive}",
-        "--compacted",
-        f"file://{out}",
-        "--window",
-        window,
-    ]
-
-
-def _environment(class_archive: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LANDER_")}
-    env["LANDER_SPARK_MASTER"] = "local[2]"
-    env["LANDER_LOG_FORMAT"] = "json"
-    env["LANDER_SPARK_CDS"] = str(class_archive)
-    return env
-
-
-def _class_archive(path: Path, env: dict[str, str]) -> dict[str, float]:
-    """Build the AppCDS archive as the Spark image does, once, before any measured run."""
-    script = Path(__file__).resolve().parents[1] / "deploy" / "docker" / "class_archive.py"
-    progress("compaction: building the class archive (once, as the image build does)")
-    wall, cpu, _ = _fresh_process([sys.executable, str(script), str(path)], env)
-    return {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)}
-
-
-def _manifest(out: Path, window: str = DAY.isoformat()) -> dict[str, Any]:
-    """The manifest of the one run published for ``window``."""
-    manifests = [
-        json.loads(path.read_text())
-        for path in (out / "_manifests" / f"stream={STREAM}").glob("*.json")
-    ]
-    (found,) = [m for m in manifests if m["window"] == window]
-    return dict(found)
-
-
-def _manifest_totals(out: Path, window: str = DAY.isoformat()) -> tuple[int, int, int]:
-    """Rows out, transport and producer duplicates of the one run published for ``window``."""
-    hours = _manifest(out, window)["hours"]
-    return (
-        sum(h["output_rows"] for h in hours),
-        sum(h["transport"] for h in hours),
-        sum(h["producer"] for h in hours),
-    )
+STREAMS_SIZES = ("small", "200k")
+"""Sizes measured with three streams in one run too (at 2M it would add ~5 minutes)."""
 
 
 def _tiny_archive(root: Path) -> None:
@@ -181,12 +90,6 @@ def _tiny_archive(root: Path) -> None:
     (folder / "1-3.jsonl.gz").write_bytes(gzip.compress("".join(lines).encode()))
 
 
-def _measure_in_process(work: Callable[[], Any]) -> tuple[Any, float, float]:
-    cpu, wall = _self_cpu(), time.monotonic()
-    result = work()
-    return result, time.monotonic() - wall, _self_cpu() - cpu
-
-
 def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
     archive, window = work / "archive", DAY.isoformat()
     progress(f"compaction {size}: generating the archive")
@@ -197,7 +100,7 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
     lines = expected.kept + expected.transport + expected.producer + expected.malformed
 
     progress(f"compaction {size}: DuckDB")
-    duck, duck_wall, duck_cpu = _measure_in_process(
+    duck, duck_wall, duck_cpu = measure_in_process(
         lambda: compact_with_duckdb(archive, STREAM, DAY, work / "duck", threads=2)
     )
     got = (duck.rows_out, duck.transport_duplicates, duck.producer_duplicates)
@@ -205,27 +108,29 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
         raise AssertionError(f"DuckDB and the model disagree on {size}: {got} != {want}")
 
     progress(f"compaction {size}: Spark, a fresh lander compact")
-    spark_wall, spark_cpu, _ = _fresh_process(_lander_compact(archive, work / "spark", window), env)
-    got = _manifest_totals(work / "spark")
+    spark_wall, spark_cpu, _ = fresh_process(lander_compact(archive, work / "spark", window), env)
+    got = manifest_totals(work / "spark")
     if got != want:
         raise AssertionError(f"Spark and the model disagree on {size}: {got} != {want}")
-    commit_cpu = float(_manifest(work / "spark")["timings"]["publish_cpu_s"])
+    commit_cpu = float(manifest(work / "spark")["timings"]["publish_cpu_s"])
     progress(f"compaction {size}: Spark, the same day again (up to date)")
-    noop_wall, noop_cpu, _ = _fresh_process(_lander_compact(archive, work / "spark", window), env)
+    noop_wall, noop_cpu, _ = fresh_process(lander_compact(archive, work / "spark", window), env)
     codecs = {}
     for codec in PARQUET_CODECS:
         progress(f"compaction {size}: Spark, Parquet {codec}")
         out = work / f"spark-{codec}"
-        wall, cpu, _ = _fresh_process(_lander_compact(archive, out, window, codec), env)
+        wall, cpu, _ = fresh_process(lander_compact(archive, out, window, codec), env)
         codecs[codec] = {
             "wall_seconds": round(wall, 2),
             "cpu_seconds": round(cpu, 2),
-            "parquet_bytes": _parquet_bytes(out),
+            "parquet_bytes": parquet_bytes(out),
         }
-    two_days = _two_days(work, size, env)
+    two_days = compaction_session.two_days(work, size, env)
+    streams = compaction_session.three_streams(work, size, env) if size in STREAMS_SIZES else None
     return {
         "parquet_codecs": codecs,
         "two_days": two_days,
+        "streams": streams,
         "archive": {
             "objects": len(made.objects),
             "lines": lines,
@@ -244,59 +149,15 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _two_days(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
-    """The next day added to the archive, and both days compacted in one run.
-
-    Spark runs them as one ``lander compact --window D1..D2`` (one JVM), DuckDB one after
-    the other in this process. Each engine's two-day CPU minus its one-day CPU is the
-    second day's cost in a process that is already warm: its per-row cost without the
-    start, which the one-day run includes. The second day reads the first as its
-    horizon, for both engines.
-    """
-    archive, second = work / "archive", DAY + timedelta(days=1)
-    progress(f"compaction {size}: generating the next day")
-    made = ProdArchive(archive, size, seed=2, day=second, damaged=False)
-    for phase in (1, 2):
-        made.write_phase(phase)
-    expected = truth(read_archive(archive, STREAM, keep_data=False), second.isoformat())
-    want = (expected.kept, expected.transport, expected.producer)
-    lines = expected.kept + expected.transport + expected.producer + expected.malformed
-
-    progress(f"compaction {size}: DuckDB, both days")
-    results, duck_wall, duck_cpu = _measure_in_process(
-        lambda: [
-            compact_with_duckdb(archive, STREAM, day, work / f"duck2-{day}", threads=2)
-            for day in (DAY, second)
-        ]
-    )
-    got = (results[1].rows_out, results[1].transport_duplicates, results[1].producer_duplicates)
-    if got != want:
-        raise AssertionError(f"DuckDB and the model disagree on {size}'s day 2: {got} != {want}")
-
-    progress(f"compaction {size}: Spark, both days in one lander compact")
-    window = f"{DAY}..{second}"
-    spark_wall, spark_cpu, _ = _fresh_process(
-        _lander_compact(archive, work / "spark2", window), env
-    )
-    got = _manifest_totals(work / "spark2", second.isoformat())
-    if got != want:
-        raise AssertionError(f"Spark and the model disagree on {size}'s day 2: {got} != {want}")
-    return {
-        "lines": lines,
-        "duckdb": {"wall_seconds": round(duck_wall, 2), "cpu_seconds": round(duck_cpu, 2)},
-        "spark": {"wall_seconds": round(spark_wall, 2), "cpu_seconds": round(spark_cpu, 2)},
-    }
-
-
 def _fixed(work: Path, env: dict[str, str]) -> dict[str, Any]:
     archive = work / "archive"
     _tiny_archive(archive)
     progress("compaction: fixed cost, DuckDB on one object")
-    _, duck_wall, duck_cpu = _measure_in_process(
+    _, duck_wall, duck_cpu = measure_in_process(
         lambda: compact_with_duckdb(archive, STREAM, DAY, work / "duck", threads=2)
     )
     progress("compaction: fixed cost, a fresh lander compact of one object")
-    wall, cpu, _ = _fresh_process(_lander_compact(archive, work / "spark", f"{DAY}T10"), env)
+    wall, cpu, _ = fresh_process(lander_compact(archive, work / "spark", f"{DAY}T10"), env)
     return {
         "duckdb": {"wall_seconds": round(duck_wall, 2), "cpu_seconds": round(duck_cpu, 3)},
         "spark": {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)},
@@ -305,11 +166,11 @@ def _fixed(work: Path, env: dict[str, str]) -> dict[str, Any]:
 
 def run(quick: bool = False) -> dict[str, Any]:
     """Fixed cost, then each size, Spark against DuckDB."""
-    _become_subreaper()
+    become_subreaper()
     root = Path(tempfile.mkdtemp(prefix="lander-bench-compaction-"))
-    env = _environment(root / "spark-classes.jsa")
+    env = environment(root / "spark-classes.jsa")
     try:
-        built = _class_archive(root / "spark-classes.jsa", env)
+        built = build_class_archive(root / "spark-classes.jsa", env)
         fixed = _fixed(root / "fixed", env)
         chosen = os.environ.get("BENCH_COMPACTION_SIZES")
         names = chosen.split(",") if chosen else (SIZES_QUICK if quick else SIZES_FULL)
@@ -338,6 +199,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "target_cpu_ratio": TARGET_RATIO,
         "target_marginal_ratio": TARGET_MARGINAL_RATIO,
         "target_commit_share": TARGET_COMMIT_SHARE,
+        "target_streams_ratio": compaction_session.TARGET_STREAMS_RATIO,
     }
 
 
@@ -408,7 +270,21 @@ def render(result: dict[str, Any]) -> str:
                 f"{two['duckdb']['marginal_per_row_us']:.2f} us: "
                 f"{two['marginal_ratio']:.2f}x (target <= {limit}x: {met})"
             )
+        streams = found.get("streams")
+        if streams:
+            limit = result.get("target_streams_ratio", compaction_session.TARGET_STREAMS_RATIO)
+            met = "met" if streams["ratio"] <= limit else "MISSED"
+            lines.append(
+                f"  {len(streams['streams'])} streams in one run ({streams['lines']:,} lines): "
+                f"Spark {_runs(streams['cpu_seconds'])} CPU-s against "
+                f"{_runs(streams['one_stream_cpu_seconds'])} for {streams['streams'][0]} alone, "
+                f"alternated: {streams['ratio']:.2f}x, best of each (target <= {limit}x: {met})"
+            )
     return "\n".join(lines)
+
+
+def _runs(cpu_seconds: list[float]) -> str:
+    return " and ".join(f"{cpu:.1f}" for cpu in cpu_seconds)
 
 
 if __name__ == "__main__":

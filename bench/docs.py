@@ -288,6 +288,18 @@ def compaction_rows(result: Mapping[str, Any]) -> list[Row]:
                     f"<= {limit}x: {_met(marginal <= limit)}",
                 )
             )
+        streams = found.get("streams")
+        if streams:
+            most = result.get("target_streams_ratio", 2.5)
+            rows.append(
+                (
+                    f"compaction, {size}: {len(streams['streams'])} streams in one lander compact",
+                    f"{min(streams['cpu_seconds']):.1f} CPU-s",
+                    f"one stream alone {min(streams['one_stream_cpu_seconds']):.1f} CPU-s",
+                    f"**{_x(streams['ratio'])}** CPU",
+                    f"<= {most}x: {_met(streams['ratio'] <= most)}",
+                )
+            )
     return rows
 
 

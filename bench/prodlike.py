@@ -1,4 +1,4 @@
-"""A landed archive that looks like production: one day of stream ``orders``.
+"""A landed archive that looks like production: one day of one stream (``orders`` by default).
 
 Written by this module's own code (byte formatting, ``json`` for odd strings, ``gzip``
 and ``zlib``), following docs/landing.md, and never by the lander's writer, so what a
@@ -250,6 +250,7 @@ class ProdArchive:
         *,
         day: date = DAY,
         damaged: bool = True,
+        stream: str = STREAM,
     ) -> None:
         if size not in SIZES:
             raise ValueError(f"size must be one of {', '.join(SIZES)}: {size!r}")
@@ -259,7 +260,7 @@ class ProdArchive:
         self.day = day
         self.damaged = damaged
         self.spec = SIZES[size]
-        self.stream = STREAM
+        self.stream = stream
         self._rng = random.Random(f"prodlike/{seed}")
         self._salt = _mix(seed)
         self._day_prefix = f"{day.isoformat()}T".encode()
