@@ -15,16 +15,23 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 # --------------------------------------------------------------------------------------
 # wheel: build the project's wheel once; the venv stages install from it, never from the
-# source tree, so an image holds exactly what installing that wheel would.
+# source tree, so an image holds exactly what installing that wheel would. The landing
+# hot path is compiled with mypyc (KINESIS_LANDER_MYPYC=1, setup.py): a C compiler and the
+# pinned build requirements live in this stage only.
 FROM ${PYTHON_IMAGE} AS wheel
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
+RUN apt-get update \
+    && apt-get install --yes --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY deploy/docker/requirements-build.txt ./
+RUN python -m pip install --requirement requirements-build.txt
+COPY pyproject.toml setup.py README.md ./
 COPY consumer ./consumer
 COPY sparkjobs ./sparkjobs
-RUN python -m pip wheel --no-deps --wheel-dir /dist . \
+RUN KINESIS_LANDER_MYPYC=1 python -m pip wheel --no-deps --no-build-isolation --wheel-dir /dist . \
     && ls /dist/kinesis_lander-*.whl
 
 # --------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ leases and land it in an archive exactly once.
                 one shard's reader, shard discovery
     lifecycle/  the processor contract, one shard's life under a lease, the worker
     landing/    the built-in processor that writes the archive
-    aws, config, errors, sequence, metrics, health, telemetry, preflight: shared pieces
+    aws, config, errors, sequence, metrics, health, telemetry, preflight: shared pieces;
+                compiled: which hot-path modules a wheel compiles with mypyc
     cli/        the operator layer: the ``lander`` command, demo, load generator,
                 status, local stack; the only part that may import sparkjobs
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from consumer.compiled import hot_path_mode
 from consumer.config import (
     ConfigError,
     FlagSpec,
@@ -426,6 +427,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             leases=passed.leases,
             archive=settings.archive,
             processor=settings.processor,
+            hot_path=hot_path_mode(),
         )
         if check_only:
             print(

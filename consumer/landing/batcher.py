@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from consumer.archive.layout import minute_of
 from consumer.landing.codec import CodecName, Compressor, gzip_stream
@@ -72,7 +73,9 @@ class _OpenRun:
     """Compress the pending lines once ``raw_bytes`` reaches this (every ~chunk)."""
     chunk: int
     chunks: list[bytes] = field(default_factory=list)
-    digest: hashlib._Hash = field(default_factory=hashlib.sha256)
+    digest: Any = field(default_factory=hashlib.sha256)
+    """A ``hashlib.sha256`` (its type, ``hashlib._Hash``, does not exist at run time,
+    and a compiled build reads annotations at run time)."""
     consumed: int = 0
     raw_bytes: int = 0
     other_bytes: int = 0

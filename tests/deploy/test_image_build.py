@@ -1,0 +1,51 @@
+"""The Dockerfile's wheel stage compiles the hot path with pinned build requirements."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from consumer.compiled import HOT_PATH
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pins(lines: list[str]) -> dict[str, str]:
+    found = {}
+    for line in lines:
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^\s;]+)", line.strip())
+        if match:
+            found[match[1].lower().replace("_", "-")] = match[2]
+    return found
+
+
+def test_the_wheel_stage_compiles_with_pinned_requirements_at_the_projects_pins() -> None:
+    requirements = (REPO / "deploy" / "docker" / "requirements-build.txt").read_text()
+    wanted = [
+        line for line in requirements.splitlines() if line.strip() and not line.startswith("#")
+    ]
+    build = _pins(wanted)
+    assert len(build) == len(wanted), "every build requirement is pinned with =="
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    runtime = _pins(project["dependencies"])
+    dev = _pins(project["optional-dependencies"]["dev"])
+    # mypyc type-checks what it compiles against the packages the modules import: the
+    # same versions the project runs and checks with.
+    assert build["orjson"] == runtime["orjson"]
+    assert build["isal"] == runtime["isal"]
+    assert build["mypy"] == dev["mypy"]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    wheel_stage = dockerfile.split(" AS wheel", 1)[1].split("\nFROM ", 1)[0]
+    assert "requirements-build.txt" in wheel_stage
+    assert "COPY pyproject.toml setup.py" in wheel_stage
+    assert (
+        "KINESIS_LANDER_MYPYC=1 python -m pip wheel --no-deps --no-build-isolation" in wheel_stage
+    )
+
+
+def test_the_hot_path_names_modules_that_exist() -> None:
+    """A renamed or moved module would silently fall out of the compiled build."""
+    for path in HOT_PATH:
+        assert path.startswith("consumer/"), path
+        assert (REPO / path).is_file(), path
