@@ -22,6 +22,9 @@ FROM ${PYTHON_IMAGE} AS wheel
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
+# The compiler is not version-pinned, for the reason the spark stage gives for its JRE
+# (bookworm replaces security-updated packages); it builds the wheel and stays here.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install --yes --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
