@@ -118,7 +118,9 @@ async def test_a_kcl_3_table_is_adopted_by_board_coordination(aws_clients: Clien
     worker = Worker(settings, store, stream, Idle)
     task = asyncio.create_task(worker.run())
     async with asyncio.timeout(30):
-        while len(worker.coordinator.held) < 2:
+        # Holding a lease comes before its shard's processor is initialised (a task of
+        # its own): wait for both, or the check below races the second initialize.
+        while len(worker.coordinator.held) < 2 or len(STARTS) < 2:
             assert not task.done(), task
             await asyncio.sleep(0.05)
     assert STARTS == {
