@@ -55,6 +55,14 @@ class TableRef:
         return join(self.output, stream_folder(self.stream), "data")
 
     @property
+    def dropped_root(self) -> str:
+        """Where a run keeps the copies its dedupe dropped, outside the table's location
+        (another engine's orphan-file removal would take them from there) and beside the
+        run manifests: ``_dropped/stream=S/{run_id}/dt=…/hour=…/``, read back as part of
+        each hour's index."""
+        return join(self.output, "_dropped", stream_folder(self.stream))
+
+    @property
     def location(self) -> str:
         """The table's location as registered: what every engine reads (``s3://``)."""
         return registered(join(self.output, stream_folder(self.stream)))

@@ -24,6 +24,7 @@ Layout under ``{output}/``::
 
     stream={stream}/data/{run_id}/dt=D/hour=HH/part-….parquet   the table's data files
     stream={stream}/metadata/…                                  the table's metadata
+    _dropped/stream={stream}/{run_id}/dt=D/hour=HH/part-….parquet  copies dedupe dropped
     _manifests/stream={stream}/{run_id}.json    what a run read, dropped and published
     catalog.db                                  the embedded catalog (local output only)
 """
@@ -46,8 +47,8 @@ from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.job import CompactionError, CompactJob, MiB
 from sparkjobs.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
 from sparkjobs.plan import WindowPlan, has_landed_input, list_inputs, partitions_for, plan_window
-from sparkjobs.publish import HourEntry, InputFile
-from sparkjobs.sparkplan import SparkPlan
+from sparkjobs.publish import HourEntry, InputFile, inputs_digest
+from sparkjobs.sparkplan import DROPPED_DT, SparkPlan
 from sparkjobs.window import hour_label, parse_hour
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def compact(
     ref = ref_for(job)
     manifest.table = ref.identifier
 
-    plan = _plan(spark, job, ref, manifest, listed)
+    plan, index_files = _plan(spark, job, ref, manifest, listed, fs)
     manifest.timings["list_s"] = round(time.monotonic() - started, 3)
     bind.info("listed", stale=len(plan.stale), unchanged=len(plan.unchanged))
     if not plan.stale:
@@ -112,7 +113,7 @@ def compact(
         job.target_file_bytes,
     )
     run_dir = join(ref.data_root, manifest.run_id)
-    spark_plan = SparkPlan(spark, job, plan.folders, plan.stale, partitions, run_dir)
+    spark_plan = SparkPlan(spark, job, plan.folders, plan.stale, partitions, run_dir, index_files)
 
     mark = time.monotonic()
     metrics = _read_and_write(spark, fs, plan, spark_plan, manifest, bind)
@@ -125,7 +126,8 @@ def compact(
         _refuse_bad_input(fs, job, run_dir, manifest)
 
     written = _output_files(fs, run_dir)
-    rewritten = _entries_written(written, plan, hour_stats, manifest)
+    dropped = _move_dropped(fs, run_dir, join(ref.dropped_root, manifest.run_id))
+    rewritten = _entries_written(written, dropped, plan, hour_stats, manifest)
     _publish(fs, job, ref, manifest, rewritten, written)
     manifest.hours = [hour_stats[h] for h in plan.stale if h in manifest.published_hours]
     manifest.status = "published" if manifest.published_hours else "superseded"
@@ -145,25 +147,53 @@ def compact(
     return manifest
 
 
-def _plan(
+def _plan(  # noqa: PLR0917 - the run's parts, each used
     spark: SparkSession,
     job: CompactJob,
     ref: TableRef,
     manifest: RunManifest,
     listed: Mapping[datetime, list[InputFile]] | None,
-) -> WindowPlan:
-    """Step 1: list the archive, read the published entries, decide what to rewrite."""
+    fs: Filesystem,
+) -> tuple[WindowPlan, list[str]]:
+    """Step 1: list the archive, read the published entries, decide what to rewrite and
+    which horizon hours to read through their index; the index's files."""
     by_hour = listed if listed is not None else list_inputs(filesystem_for(job.archive, spark), job)
     found = table.open_table(ref, table_properties(job))
     assert found is not None
-    hours = [hour_label(h) for h in job.window.hour_starts()]
-    plan = plan_window(job, by_hour, table.published(found, hours))
+    hours = {hour_label(h) for h in [*job.window.hour_starts(), *by_hour]}
+    current = table.published(found, sorted(hours))
+    plan = plan_window(job, by_hour, current)
+    index_files, incomplete = _index_files(fs, ref, plan)
+    if incomplete:  # files gone (removed by hand, or another engine's maintenance)
+        log.warning("index incomplete; reading the objects", hours=sorted(incomplete))
+        plan = plan_window(job, by_hour, current, frozenset(incomplete))
+        index_files, _ = _index_files(fs, ref, plan)
     manifest.stale_hours = plan.stale
     manifest.unchanged_hours = plan.unchanged
     if plan.stale:
         manifest.inputs = sorted(plan.read.values())
         manifest.lookback_files = plan.lookback_files
-    return plan
+        manifest.indexed_hours = sorted(plan.indexed)
+    return plan, index_files
+
+
+def _index_files(fs: Filesystem, ref: TableRef, plan: WindowPlan) -> tuple[list[str], set[str]]:
+    """The Parquet files of each indexed hour (its published rows and dropped copies), and
+    the hours where fewer are there than their entry counts."""
+    files: list[str] = []
+    incomplete: set[str] = set()
+    for hour, entry in plan.indexed.items():
+        folder = hour_folder(parse_hour(hour))
+        rows = _parquet(fs, join(ref.data_root, entry.run_id, folder))
+        dropped = _parquet(fs, join(ref.dropped_root, entry.run_id, folder))
+        if len(rows) != entry.files or len(dropped) != entry.dropped:
+            incomplete.add(hour)
+        files.extend(rows + dropped)
+    return sorted(files), incomplete
+
+
+def _parquet(fs: Filesystem, folder: str) -> list[str]:
+    return [item.uri for item in fs.list_files(folder) if item.uri.endswith(".parquet")]
 
 
 def _read_and_write(  # noqa: PLR0917 - the run's parts, each used
@@ -223,6 +253,7 @@ def _refuse_bad_input(
 
 def _entries_written(
     written: dict[str, list[Listed]],
+    dropped: dict[str, int],
     plan: WindowPlan,
     hour_stats: dict[str, HourStats],
     manifest: RunManifest,
@@ -240,6 +271,9 @@ def _entries_written(
             inputs_digest=plan.digests[hour],
             inputs=len(plan.inputs[hour]),
             rows=stats.output_rows,
+            own_digest=inputs_digest(plan.own[hour]),
+            files=len(files),
+            dropped=dropped.get(hour, 0),
         )
     return rewritten
 
@@ -273,18 +307,39 @@ def _publish(  # noqa: PLR0917 - the run's parts, each used
     manifest.timings["publish_cpu_s"] = round(time.process_time() - cpu, 3)
     if not committed.hours:
         fs.delete(join(ref.data_root, manifest.run_id))
+        fs.delete(join(ref.dropped_root, manifest.run_id))
     elif committed.superseded:
         for hour in committed.superseded:
             fs.delete(join(ref.data_root, manifest.run_id, hour_folder(parse_hour(hour))))
+            fs.delete(join(ref.dropped_root, manifest.run_id, hour_folder(parse_hour(hour))))
 
 
 def _output_files(fs: Filesystem, run_dir: str) -> dict[str, list[Listed]]:
-    """The Parquet files a run wrote, by hour."""
+    """The Parquet files a run wrote for the table, by hour."""
     by_hour: dict[str, list[Listed]] = defaultdict(list)
     for item in fs.list_files(run_dir):
-        if item.uri.endswith(".parquet"):
+        if item.uri.endswith(".parquet") and f"/dt={DROPPED_DT}" not in item.uri:
             by_hour[_hour_of_output(item)].append(item)
     return {hour: sorted(files, key=lambda f: f.uri) for hour, files in by_hour.items()}
+
+
+def _move_dropped(fs: Filesystem, run_dir: str, target: str) -> dict[str, int]:
+    """Move the dropped copies the run wrote (``dt=dropped-D/hour=HH/``) out of the
+    table's folder to ``target/dt=D/hour=HH/``; how many files each hour has there."""
+    moved: dict[str, int] = defaultdict(int)
+    days: set[str] = set()
+    for item in fs.list_files(run_dir):
+        at = item.uri.find(f"/dt={DROPPED_DT}")
+        if at < 0 or not item.uri.endswith(".parquet"):
+            continue
+        rest = item.uri[at + len(f"/dt={DROPPED_DT}") :]  # D/hour=HH/part-….parquet
+        day, _, tail = rest.partition("/")
+        days.add(item.uri[:at] + f"/dt={DROPPED_DT}{day}")
+        fs.move(item.uri, join(target, f"dt={day}", tail))
+        moved[_hour_of_output(Listed(f"dt={day}/{tail}", 0, 0))] += 1
+    for folder in days:
+        fs.delete(folder)
+    return dict(moved)
 
 
 def _hour_of_output(item: Listed) -> str:

@@ -48,6 +48,10 @@ class Filesystem(Protocol):
         """Remove a file or a folder and everything in it, if there."""
         ...
 
+    def move(self, source: str, target: str) -> None:
+        """Move a file to ``target`` (a new name), creating its folders."""
+        ...
+
 
 def join(base: str, *parts: str) -> str:
     """``base/part/…`` for URIs and paths alike."""
@@ -121,6 +125,12 @@ class LocalFilesystem:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+    def move(self, source: str, target: str) -> None:
+        """A rename; missing folders get 0o777 less the umask."""
+        path = local_path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(local_path(source), path)
 
 
 def _create_beside(path: Path) -> tuple[int, Path]:
@@ -204,6 +214,14 @@ class HadoopFilesystem:
         """Remove a file or a tree."""
         fs, path = self._fs(uri)
         fs.delete(path, True)
+
+    def move(self, source: str, target: str) -> None:
+        """The filesystem's rename (on an object store a copy, then a delete)."""
+        fs, path = self._fs(source)
+        _, to = self._fs(target)
+        fs.mkdirs(to.getParent())
+        if not fs.rename(path, to):
+            raise OSError(f"could not move {source} to {target}")
 
 
 def filesystem_for(uri: str, spark: SparkSession | None) -> Filesystem:

@@ -15,6 +15,10 @@ started before the commit) may still read them. ``lander maintain`` ends that:
 3. **Run manifests** (``_manifests/``) older than the snapshot retention of runs that
    made no hour as it is now (the newest manifest to publish an hour stays: once the
    snapshot naming the hour expires, the analysis finds the run through it).
+4. **Dropped copies** (``_dropped/``, each hour's index beside its published rows)
+   older than ``LANDER_ORPHAN_AGE``, except those of the run each hour's published entry
+   names: a newer run has made the hour since, or the entry expired with its snapshot
+   (a run then reads the hour's objects: it has no entry to trust an index by).
 
 :func:`orphans` decides (pure); :func:`maintain` lists and deletes through the table's
 own FileIO, so a ``file://`` and an ``s3://`` table are handled alike, without Spark.
@@ -32,12 +36,13 @@ import structlog
 from pyarrow.fs import FileSelector, FileType
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from consumer.archive.layout import stream_folder
+from consumer.archive.layout import hour_of, stream_folder
 from sparkjobs.catalog import TableRef, for_each_table, registered
 from sparkjobs.io import join
 from sparkjobs.manifest import newest_by_hour
 from sparkjobs.settings import MaintainSettings, duration_minutes
 from sparkjobs.table import open_table, published
+from sparkjobs.window import hour_label
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
@@ -66,6 +71,7 @@ class Maintained:
     bytes_deleted: int = 0
     manifests_deleted: int = 0
     orphans_too_young: int = 0
+    dropped_deleted: int = 0
 
 
 def orphans(files: Iterable[Found], referenced: set[str], cutoff_ms: int) -> tuple[list[str], int]:
@@ -137,6 +143,7 @@ def maintain(
     done.files_deleted = len(old)
     done.bytes_deleted = sum(sizes[uri] for uri in old)
     done.manifests_deleted = _prune_manifests(table, ref, now - retention)
+    done.dropped_deleted = _prune_dropped(table, ref, cutoff)
     log.info(
         "maintained",
         table=ref.identifier,
@@ -159,7 +166,7 @@ def maintain_all(settings: MaintainSettings) -> list[bool]:
             f"snapshots expired {done.snapshots_expired}, kept {done.snapshots_kept}; files "
             f"deleted {done.files_deleted} ({done.bytes_deleted:,} bytes), unreferenced but "
             f"younger than {settings.orphan_age} {done.orphans_too_young}; run manifests "
-            f"deleted {done.manifests_deleted}"
+            f"deleted {done.manifests_deleted}; dropped-copy files deleted {done.dropped_deleted}"
         )
 
     return for_each_table(settings, "maintain", one)
@@ -182,6 +189,25 @@ def _prune_manifests(table: Table, ref: TableRef, before: datetime) -> int:
     deleted = 0
     for item, manifest in zip(found, manifests, strict=True):
         if manifest.get("run_id") not in keep and item.modified_ms < cutoff:
+            table.io.delete(item.uri)
+            deleted += 1
+    return deleted
+
+
+def _prune_dropped(table: Table, ref: TableRef, cutoff_ms: int) -> int:
+    """Delete the dropped copies (``_dropped/stream=S/{run}/dt=D/hour=HH/``) last
+    modified before ``cutoff_ms``, except those of the run each hour's entry names."""
+    folder = registered(ref.dropped_root)
+    fs, root = _filesystem(table, folder)
+    live = {(entry.run_id, hour) for hour, entry in published(table).items()}
+    deleted = 0
+    for item in _listed(fs, root, folder, folder):
+        # …/_dropped/stream=S/{run}/dt=D/hour=HH/part-….parquet
+        parts = item.uri.rsplit("/_dropped/", 1)[-1].split("/")
+        run = parts[1] if len(parts) > 1 else ""
+        hour = hour_of(item.uri)
+        label = hour_label(hour) if hour is not None else ""
+        if (run, label) not in live and item.modified_ms < cutoff_ms:
             table.io.delete(item.uri)
             deleted += 1
     return deleted

@@ -74,6 +74,9 @@ class RunManifest:
     bad_files: list[BadFile] = field(default_factory=list)
     inputs: list[InputFile] = field(default_factory=list)
     lookback_files: int = 0
+    indexed_hours: list[str] = field(default_factory=list)
+    """Horizon hours read through their index (published rows and dropped copies)
+    instead of their landed objects."""
     timings: dict[str, float] = field(default_factory=dict)
     table: str = ""
     published_hours: list[str] = field(default_factory=list)

@@ -12,6 +12,11 @@ tested without a JVM (tests/sparkjobs/test_compact_plan.py).
 - A run reads the folders of its stale hours and those of the horizon before them
   (:attr:`WindowPlan.folders`): whole hour folders where the horizon covers the hour,
   minute folders where it covers part of one.
+- A horizon hour that is not rewritten and whose published entry was made from the
+  objects it holds now is read through its *index* instead (:attr:`WindowPlan.indexed`):
+  the hour's published rows and its dropped copies, which together are every line of
+  its objects (:attr:`~sparkjobs.publish.HourEntry.own_digest`). Only what dedupe
+  compares is read from them, in Parquet, instead of every landed object again.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ class WindowPlan:
     folders: list[str]
     """The folders the run reads: stale hours' folders, and the lookback's (hour folders
     the horizon covers whole, minute folders of the hour it starts in)."""
+    indexed: dict[str, HourEntry]
+    """Horizon hours read through their index (their published entry), not their objects."""
 
     @property
     def unchanged(self) -> list[str]:
@@ -118,16 +125,31 @@ def plan_window(
     job: CompactJob,
     by_hour: Mapping[datetime, list[InputFile]],
     current: Mapping[str, HourEntry],
+    unindexed: frozenset[str] = frozenset(),
 ) -> WindowPlan:
-    """The run's plan from the listing (:func:`list_inputs`) and the published entries."""
+    """The run's plan from the listing (:func:`list_inputs`) and the published entries
+    (the window's hours and those of the horizon before it). ``unindexed``: hours whose
+    index turned out incomplete (files missing), read from their objects."""
     starts = job.window.hour_starts()
     inputs = {hour_label(h): inputs_of(h, by_hour, job.horizon_minutes) for h in starts}
     digests = {hour: inputs_digest(files) for hour, files in inputs.items()}
     stale = stale_hours(current, digests)
     stale_starts = [h for h in starts if hour_label(h) in stale]
+    indexed = {
+        label: entry
+        for hour in sorted(_covered_hours(stale_starts, job.horizon_minutes, partly=True))
+        if (label := hour_label(hour)) not in stale
+        and label not in unindexed
+        and by_hour.get(hour)
+        and (entry := current.get(label)) is not None
+        and entry.indexed
+        and entry.own_digest == inputs_digest(by_hour[hour])
+    }
     read: dict[str, InputFile] = {}
     for start in stale_starts:
-        read.update((f.rel, f) for f in inputs[hour_label(start)])
+        read.update(
+            (f.rel, f) for f in inputs[hour_label(start)] if hour_label_of(f.rel) not in indexed
+        )
     own = {hour: list(by_hour.get(parse_hour(hour), [])) for hour in stale}
     own_rels = {f.rel for files in own.values() for f in files}
     covered = _covered_hours(stale_starts, job.horizon_minutes)
@@ -135,15 +157,18 @@ def plan_window(
         {join(job.source, hour_folder(h)) for h in stale_starts if by_hour.get(h)}
         | {join(job.source, _folder_of(rel, covered)) for rel in read if rel not in own_rels}
     )
-    return WindowPlan(inputs, digests, stale, own, read, folders)
+    return WindowPlan(inputs, digests, stale, own, read, folders, indexed)
 
 
-def _covered_hours(stale: list[datetime], minutes: int) -> set[datetime]:
-    """Hours the horizon of some stale hour covers whole: read as one folder."""
+def _covered_hours(stale: list[datetime], minutes: int, *, partly: bool = False) -> set[datetime]:
+    """Hours the horizon of some stale hour covers whole (read as one folder), or, with
+    ``partly``, at least in part."""
     covered: set[datetime] = set()
     for start in stale:
         first = start - timedelta(minutes=minutes)
-        hour = first.replace(minute=0) + (timedelta(hours=1) if first.minute else timedelta())
+        hour = first.replace(minute=0)
+        if first.minute and not partly:
+            hour += timedelta(hours=1)
         while hour < start:
             covered.add(hour)
             hour += timedelta(hours=1)

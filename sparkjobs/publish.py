@@ -57,6 +57,22 @@ class HourEntry:
     inputs_digest: str
     inputs: int
     rows: int
+    own_digest: str = ""
+    """The digest of the hour's own objects (its horizon's not counted) the run read:
+    equal to the digest of the hour's objects now, the hour's published rows and its
+    dropped copies are every line of those objects (the hour's *index*, which a later
+    run reads for its horizon instead of the objects). Empty for entries written before
+    the index existed: such an hour is read from its objects."""
+    files: int = -1
+    """Data files the run wrote for the hour (-1: unknown)."""
+    dropped: int = -1
+    """Files of the hour's dropped copies (transport and producer duplicates) the run
+    wrote beside the table (-1: unknown, no index)."""
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the run that made the hour wrote its index."""
+        return bool(self.own_digest) and self.files >= 0 and self.dropped >= 0
 
     def newer_than(self, other: HourEntry) -> bool:
         """Whether this entry wins over ``other`` for the same hour."""
@@ -80,6 +96,9 @@ class HourEntry:
             inputs_digest=str(raw["inputs_digest"]),
             inputs=int(raw["inputs"]),
             rows=int(raw["rows"]),
+            own_digest=str(raw.get("own_digest", "")),
+            files=int(raw.get("files", -1)),
+            dropped=int(raw.get("dropped", -1)),
         )
 
 

@@ -14,7 +14,11 @@ second shuffle sizes files: an hour gets as many files as the window has partiti
   landing), a record whose event id arrived at most the horizon before it a *producer*
   duplicate (a retried put), the rest are kept;
 - :func:`_write` writes the kept lines as Parquet partitioned by ``dt``/``hour`` into
-  the run's folder, counting per hour and cause while it runs.
+  the run's folder, counting per hour and cause while it runs; the dropped copies go
+  to ``dt=dropped-…`` folders beside them, in the same pass, only what dedupe compares
+  (:func:`sparkjobs.compact.compact` moves them out of the table's folder);
+- :func:`_index_rows` reads the horizon hours that have an index (their published rows
+  and dropped copies) as lines of no hour, instead of their landed objects.
 
 :class:`SparkPlan` runs these for :func:`sparkjobs.compact.compact`.
 """
@@ -173,6 +177,47 @@ def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) 
 
 KEPT, TRANSPORT, PRODUCER, MALFORMED = range(4)
 
+DROPPED_DT = "dropped-"
+"""Prefix of the ``dt`` value the dropped copies of a day are written under: a folder
+of the run's own that the job moves out before it publishes."""
+
+DROPPED_NULLED = ("partition_key", "landed_ts", "data")
+"""Columns a dropped copy is written without: dedupe only compares the others."""
+
+
+def _index_rows(spark: SparkSession, files: list[str]) -> DataFrame:
+    """Lines of the horizon hours read through their index, shaped as :func:`_prepare`'s
+    output: no hour (slot -1), no file to break a tie (null sorts first), no payload.
+
+    Published rows and dropped copies together are every line of the hour's objects
+    (malformed ones aside, which dedupe never compares), so the window step sees the
+    same copies before each of the run's own lines as when it reads the objects.
+    """
+    rows = spark.read.schema(COMPACTED).parquet(*files)
+    return rows.select(
+        sf.when(sf.col("event_id").isNotNull(), sf.lit(_BY_EVENT))
+        .otherwise(sf.lit(_BY_POSITION))
+        .alias("kind"),
+        sf.coalesce(
+            sf.col("event_id"),
+            sf.concat_ws(
+                "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
+            ),
+        ).alias("key"),
+        sf.lit(-1).alias("slot"),
+        "shard_id",
+        "sequence_number",
+        "subsequence_number",
+        sf.lit(None).cast("string").alias("partition_key"),
+        sf.col("arrival_ts").alias("arrival"),
+        sf.lit(None).cast("timestamp").alias("landed_ts"),
+        "event_id",
+        sf.lit(None).cast("string").alias("data"),
+        sf.length("sequence_number").alias("seq_len"),
+        sf.lit(None).cast("long").alias("file"),
+    )
+
+
 UNIQUE_COLUMNS = ("sequence_number", "event_id", "arrival_ts", "data")
 """Columns (nearly) unique per row: a dictionary is built for each page and thrown away.
 Without one a day compacts with ~25% less CPU into files ~2% larger."""
@@ -222,18 +267,25 @@ def _observed(hours: list[str]) -> list[Column]:
 def _write(
     labeled: DataFrame, job: CompactJob, run_dir: str, hours: list[str], observation: Any
 ) -> None:
-    kept = labeled.observe(observation, *_observed(hours)).filter(
-        (sf.col("slot") >= 0) & (sf.col("cause") == KEPT)
+    rows = labeled.observe(observation, *_observed(hours)).filter(
+        (sf.col("slot") >= 0) & (sf.col("cause") != MALFORMED)
     )
-    slot = sf.col("slot") + 1
+    slot, kept = sf.col("slot") + 1, sf.col("cause") == KEPT
     columns = [
         sf.lit(job.stream).alias("stream"),
-        *(sf.col(f.name) for f in COMPACTED.fields if f.name not in ("stream", "arrival_ts")),
+        *(
+            sf.when(kept, sf.col(f.name)).alias(f.name) if f.name in DROPPED_NULLED else f.name
+            for f in COMPACTED.fields
+            if f.name not in ("stream", "arrival_ts")
+        ),
         sf.col("arrival").alias("arrival_ts"),
     ]
-    out = kept.select(
+    day = sf.when(kept, sf.element_at(sf.array(*[sf.lit(h[:10]) for h in hours]), slot))
+    out = rows.select(
         *columns,
-        sf.element_at(sf.array(*[sf.lit(h[:10]) for h in hours]), slot).alias("dt"),
+        day.otherwise(
+            sf.element_at(sf.array(*[sf.lit(DROPPED_DT + h[:10]) for h in hours]), slot)
+        ).alias("dt"),
         sf.element_at(sf.array(*[sf.lit(h[11:]) for h in hours]), slot).alias("hour"),
         "seq_len",
     ).sortWithinPartitions(
@@ -285,9 +337,12 @@ class SparkPlan:
         hours: list[str],
         partitions: int,
         run_dir: str,
+        index_files: list[str] | None = None,
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
+        self.index_files = index_files or []
+        """The Parquet files of the horizon hours read through their index."""
         self._lines: DataFrame | None = None
 
     def run(self, good: list[str], saved: list[SavedLine], *, tolerant: bool) -> dict[str, Any]:
@@ -305,6 +360,8 @@ class SparkPlan:
         before = Observation("malformed")
         after = Observation("causes")
         prepared = _prepare(lines, self.job.stream, self.hours, before)
+        if self.index_files:
+            prepared = prepared.unionByName(_index_rows(self.spark, self.index_files))
         _write(
             _label(prepared, self.partitions, self.job.horizon_minutes),
             self.job,

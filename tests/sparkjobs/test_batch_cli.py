@@ -357,7 +357,8 @@ def test_maintain_says_what_it_did_in_one_line_per_table(
     out = [line for line in capsys.readouterr().out.splitlines() if line.startswith("lander.")]
     assert out == [
         f"lander.{STREAM}: snapshots expired 0, kept 2; files deleted 0 (0 bytes), "
-        "unreferenced but younger than 3d 0; run manifests deleted 0"
+        "unreferenced but younger than 3d 0; run manifests deleted 0; dropped-copy files "
+        "deleted 0"
     ]
 
 

@@ -61,6 +61,9 @@ class ListingOnly:
     def delete(self, uri: str) -> None:
         raise AssertionError(f"planning must only list, not delete {uri}")
 
+    def move(self, source: str, target: str) -> None:
+        raise AssertionError(f"planning must only list, not move {source}")
+
 
 def _job(window: str, lookback: int = 10) -> CompactJob:
     return CompactJob(

@@ -119,12 +119,18 @@ WINDOWS = [
 
 class Compactor:
     """Runs as ``lander compact`` plans them, each stale hour computed by the rule over
-    what the run reads, published per hour."""
+    what the run reads, published per hour with its index (every line of its objects).
+
+    A horizon hour the plan reads through its index contributes the lines stored when
+    it was published, not the archive's current ones, and with no object to break ties
+    (``rel`` empty sorts first, as the Spark job's null file hash does)."""
 
     def __init__(self, horizon_minutes: int) -> None:
         self.horizon_minutes = horizon_minutes
         self.entries: dict[str, HourEntry] = {}
         self.rows: dict[str, set[Copy]] = {}
+        self.index: dict[str, list[Copy]] = {}
+        self.indexed_reads = 0
 
     def run(self, window: Window, archive: list[Landed], step: int) -> None:
         landed = [o for o in archive if o.step <= step]
@@ -134,12 +140,23 @@ class Compactor:
         plan = plan_window(job, _by_hour(landed), self.entries)
         lines = {o.file.rel: o.copies for o in landed}
         read = [c for rel in plan.read for c in lines[rel]]
-        found = fates(read, timedelta(minutes=self.horizon_minutes))
+        index = [dataclasses.replace(c, rel="") for hour in plan.indexed for c in self.index[hour]]
+        self.indexed_reads += len(plan.indexed)
+        found = fates(read + index, timedelta(minutes=self.horizon_minutes))
         for hour in plan.stale:
-            self.rows[hour] = {
-                c for c, cause in found.items() if cause == "kept" and _hour(c) == hour
-            }
-            self.entries[hour] = HourEntry(hour, "r", "t", plan.digests[hour], 0, 0)
+            self.rows[hour] = {c for c in read if found[c] == "kept" and _hour(c) == hour}
+            self.index[hour] = [c for f in plan.own[hour] for c in lines[f.rel]]
+            self.entries[hour] = HourEntry(
+                hour,
+                "r",
+                "t",
+                plan.digests[hour],
+                0,
+                0,
+                own_digest=inputs_digest(plan.own[hour]),
+                files=1,
+                dropped=1,
+            )
 
 
 def _by_hour(landed: list[Landed]) -> dict[datetime, list[InputFile]]:
@@ -201,3 +218,46 @@ def test_any_run_sequence_publishes_what_a_from_scratch_run_publishes(
     for hour, rows in compactor.rows.items():
         assert rows == truth.get(hour, set()), hour
     assert set(_current(compactor, archive)) == set(compactor.entries)
+
+
+def _landed(minute: int, copies: list[tuple[int, str | None]], name: str) -> Landed:
+    """An object at ``minute`` after START (seconds into it, event id per copy)."""
+    at = START + timedelta(minutes=minute)
+    rel = _rel(at, 0, name)
+    lines = tuple(
+        Copy("shard-0", str(minute * 10 + i), 0, at + timedelta(seconds=s), event, rel)
+        for i, (s, event) in enumerate(copies)
+    )
+    return Landed(InputFile(rel, 10, 0), lines, 0)
+
+
+def test_the_next_day_reads_the_day_before_through_its_index_and_keeps_the_chain() -> None:
+    """A retry chain across midnight: kept at 02:00, retried at 22:00 (dropped), again
+    at 12:00 the next day. Day two reads day one's hours through their index, and the
+    dropped copy at 22:00 in it still makes the third copy a retry."""
+    archive = [
+        _landed(2 * 60, [(0, "e"), (1, None)], "a"),
+        _landed(22 * 60, [(0, "e")], "b"),
+        _landed(36 * 60, [(0, "e"), (5, "f")], "c"),
+    ]
+    compactor = Compactor(24 * 60)
+    compactor.run(WINDOWS[0], archive, 0)
+    assert compactor.indexed_reads == 0
+    compactor.run(WINDOWS[1], archive, 0)
+    assert compactor.indexed_reads == 2  # the hours of day one that hold objects
+    truth = _from_scratch(archive, 24 * 60)
+    for hour, rows in compactor.rows.items():
+        assert rows == truth.get(hour, set()), hour
+    noon = hour_label(START + timedelta(hours=36))
+    assert [c.event_id for c in compactor.rows[noon]] == ["f"]
+
+
+def test_an_hour_whose_objects_changed_is_read_from_its_objects_not_its_index() -> None:
+    archive = [_landed(22 * 60, [(0, "e")], "b"), _landed(36 * 60, [(0, "e")], "c")]
+    compactor = Compactor(24 * 60)
+    compactor.run(WINDOWS[0], archive, 0)
+    late = dataclasses.replace(_landed(22 * 60 + 1, [(0, "g")], "late"), step=1)
+    compactor.run(WINDOWS[1], [*archive, late], 1)
+    assert compactor.indexed_reads == 0  # 22:00 has a late object: its index is stale
+    noon = hour_label(START + timedelta(hours=36))
+    assert compactor.rows[noon] == set()

@@ -24,7 +24,7 @@ from sparkjobs.compacted import current_files, hour_runs
 from sparkjobs.io import LocalFilesystem
 from sparkjobs.maintain import Found, maintain, orphans, referenced_files
 from sparkjobs.manifest import newest_by_hour
-from sparkjobs.table import open_table
+from sparkjobs.table import open_table, published
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:
@@ -117,6 +117,9 @@ def test_maintenance_expires_and_removes_what_no_snapshot_reads(
     assert (nothing.snapshots_expired, nothing.files_deleted) == (0, 0)
     assert nothing.orphans_too_young > 0
 
+    # Each run keeps the copies its dedupe dropped beside the table, per hour.
+    assert (first.run_id, "dt=2026-11-21/hour=10") in _dropped(output)
+
     # Ten days on: old snapshots go, and so does every file only they (or nobody) read:
     # the replaced hours of the first run, the crashed run, Spark's .crc and _SUCCESS.
     later = maintain(ref, now + timedelta(days=10), timedelta(days=7), timedelta(days=3))
@@ -129,6 +132,15 @@ def test_maintenance_expires_and_removes_what_no_snapshot_reads(
     assert on_disk == referenced_files(table), "an orphan is left, or a file read is gone"
     assert hour_nine <= on_disk
     assert _rows(ref) == expected
+    # ... and the dropped copies of hours a newer run made since go too, and those of
+    # hours whose entry expired with its snapshot (09, the first run's): no run reads an
+    # hour's index without its entry.
+    live = {(entry.run_id, f"dt={h[:10]}/hour={h[11:]}") for h, entry in published(table).items()}
+    left = _dropped(output)
+    assert left
+    assert left <= live
+    assert {run for run, _ in left} == {second.run_id}
+    assert later.dropped_deleted > 0
     # The first run still made hour 09: its manifest stays, and with the snapshot that
     # named it expired, the analysis finds the hour's run through it.
     manifests = {p.stem for p in (output / "_manifests" / f"stream={STREAM}").iterdir()}
@@ -136,6 +148,16 @@ def test_maintenance_expires_and_removes_what_no_snapshot_reads(
     runs = hour_runs(ref, LocalFilesystem(), DAY)
     assert runs["2026-11-21T09"] == first.run_id
     assert runs["2026-11-21T10"] == second.run_id
+
+
+def _dropped(output: Path) -> set[tuple[str, str]]:
+    """(run, ``dt=…/hour=…``) of every dropped-copy file."""
+    root = output / "_dropped" / f"stream={STREAM}"
+    found = set()
+    for path in root.rglob("*.parquet"):
+        run, dt, hour = path.relative_to(root).parts[:3]
+        found.add((run, f"{dt}/{hour}"))
+    return found
 
 
 def _rows(ref: TableRef) -> dict[tuple[str, int, int], str | None]:
