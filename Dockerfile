@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # kinesis-lander images. Three targets from one file:
 #
 #   docker build -t kinesis-lander .                        # the worker (default: last stage)
@@ -55,10 +53,10 @@ RUN python -m venv /opt/lander \
 FROM ${PYTHON_IMAGE} AS venv-bootstrap
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /dist /dist
-# The `compose` extra is localstack-client (boto3 clients aimed at LocalStack).
+# The `compose` extra is boto3 (clients aimed at the local stack's endpoints).
 RUN python -m venv /opt/lander \
     && /opt/lander/bin/pip install "$(ls /dist/kinesis_lander-*.whl)[compose]" \
-    && /opt/lander/bin/python -c "import localstack_client.session"
+    && /opt/lander/bin/python -c "import boto3"
 
 # --------------------------------------------------------------------------------------
 # base: what every runtime image shares. No compiler, no pip cache, no build tools: the

@@ -1,8 +1,17 @@
 """Create the local stack's resources, and check that the workers land: for docker-compose.
 
 Two subcommands, configured like the workers (``LANDER_STREAM``, ``LANDER_LEASE_TABLE``,
-``LANDER_ARCHIVE``) plus ``LOCALSTACK_HOST`` (``host:port`` of LocalStack's edge port,
-read by localstack-client; ``AWS_ENDPOINT_URL``, when set, wins over it):
+``LANDER_ARCHIVE``) plus where the services are, for each of Kinesis, DynamoDB and S3
+the first of (:func:`endpoints`):
+
+- ``AWS_ENDPOINT_URL_KINESIS``, ``AWS_ENDPOINT_URL_DYNAMODB``, ``AWS_ENDPOINT_URL_S3``
+  (the SDKs' per-service variables: one emulator per service);
+- ``AWS_ENDPOINT_URL`` (one endpoint for all three, as LocalStack's edge port or one
+  moto server);
+- ``LOCALSTACK_HOST`` (``host:port`` of LocalStack's edge port, as docker-compose sets it).
+
+A service with none of them is a configuration error: this script only ever talks to a
+local stack, never to AWS.
 
 ``bootstrap [--shards N]``
     Create the stream with N shards and wait until it is ACTIVE; create the archive's
@@ -16,7 +25,7 @@ read by localstack-client; ``AWS_ENDPOINT_URL``, when set, wins over it):
     timeout with one line naming what is missing.
 
 Exit status 2: bad configuration (one line naming the variable). Not for production:
-credentials are localstack-client's dummies.
+without ``AWS_ACCESS_KEY_ID`` the credentials are the dummies local stacks accept.
 """
 
 from __future__ import annotations
@@ -30,15 +39,23 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from localstack_client.session import Session
 
 DEFAULT_REGION = "us-east-1"
+SERVICES = {"kinesis": "KINESIS", "dynamodb": "DYNAMODB", "s3": "S3"}
+"""Each service's name in boto3 and in its ``AWS_ENDPOINT_URL_*`` variable."""
+DUMMY_CREDENTIALS = "test"
 POLL_SECONDS = 0.5
 # Short timeouts and no SDK retries: the loops below retry, and a wrong endpoint should
 # fail within seconds, not minutes.
-CLIENT_CONFIG = Config(connect_timeout=3, read_timeout=10, retries={"max_attempts": 1})
+CLIENT_CONFIG = Config(
+    connect_timeout=3,
+    read_timeout=10,
+    retries={"max_attempts": 1},
+    s3={"addressing_style": "path"},  # a local endpoint has no bucket subdomains
+)
 
 
 class ConfigurationError(Exception):
@@ -88,17 +105,53 @@ def region(env: Mapping[str, str]) -> str:
     return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
 
 
+def endpoints(env: Mapping[str, str]) -> dict[str, str]:
+    """Each service's endpoint: its own variable, else ``AWS_ENDPOINT_URL``, else
+    ``LOCALSTACK_HOST``; raise ConfigurationError naming what is missing or malformed."""
+    shared = env.get("AWS_ENDPOINT_URL", "").strip()
+    host = env.get("LOCALSTACK_HOST", "").strip()
+    if not shared and host:
+        shared = host if "://" in host else f"http://{host}"
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for service, suffix in SERVICES.items():
+        url = env.get(f"AWS_ENDPOINT_URL_{suffix}", "").strip() or shared
+        if not url:
+            missing.append(f"AWS_ENDPOINT_URL_{suffix}")
+            continue
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ConfigurationError(f"the endpoint for {service} is not an http(s) URL: {url!r}")
+        found[service] = url
+    if missing:
+        raise ConfigurationError(
+            f"no endpoint for {', '.join(m.rsplit('_', 1)[1].lower() for m in missing)}: set "
+            f"{', '.join(missing)}, or AWS_ENDPOINT_URL or LOCALSTACK_HOST for all of them "
+            "(this script only talks to a local stack)"
+        )
+    return found
+
+
 class Clients:
-    """boto3 clients for LocalStack, from localstack-client's session.
+    """boto3 clients aimed at the local stack's endpoints.
 
     ``Any``: boto3 clients are generated at run time and this script has no stubs for them.
     """
 
-    def __init__(self, region_name: str) -> None:
-        session = Session(region_name=region_name)
-        self.kinesis: Any = session.client("kinesis", config=CLIENT_CONFIG)
-        self.dynamodb: Any = session.client("dynamodb", config=CLIENT_CONFIG)
-        self.s3: Any = session.client("s3", config=CLIENT_CONFIG)
+    def __init__(self, region_name: str, urls: Mapping[str, str], env: Mapping[str, str]) -> None:
+        session = boto3.Session(
+            region_name=region_name,
+            aws_access_key_id=env.get("AWS_ACCESS_KEY_ID") or DUMMY_CREDENTIALS,
+            aws_secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or DUMMY_CREDENTIALS,
+            aws_session_token=env.get("AWS_SESSION_TOKEN") or None,
+        )
+
+        def client(service: str) -> Any:
+            return session.client(service, endpoint_url=urls[service], config=CLIENT_CONFIG)
+
+        self.kinesis: Any = client("kinesis")
+        self.dynamodb: Any = client("dynamodb")
+        self.s3: Any = client("s3")
         self.region = region_name
 
 
@@ -306,10 +359,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     env = os.environ if env is None else env
     try:
         target = target_from_env(env)
+        urls = endpoints(env)
     except ConfigurationError as exc:
         print(f"bootstrap.py: {exc}", file=sys.stderr)
         return 2
-    clients = Clients(region(env))
+    clients = Clients(region(env), urls, env)
     if args.command == "bootstrap":
         try:
             print(bootstrap(clients, target, args.shards, args.timeout))

@@ -2,13 +2,15 @@
 
 moto serves Kinesis, DynamoDB and S3 on one port, as LocalStack's edge port does, so
 the script is pointed at it exactly as docker-compose points it at LocalStack: through
-``LOCALSTACK_HOST`` read by localstack-client. The server is the project's serialised
+``LOCALSTACK_HOST``; and, as a stack of one emulator per service is, through the
+per-service ``AWS_ENDPOINT_URL_*`` variables. The server is the project's serialised
 moto (``python -m consumer.cli.emulators.moto_server``), started here as a child on
 127.0.0.1 with an ephemeral port and stopped by its PID.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,11 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-pytest.importorskip("localstack_client", reason="localstack-client (the compose extra)")
-
 import boto3
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "local" / "bootstrap.py"
@@ -123,6 +122,83 @@ def test_bootstrap_creates_stream_and_bucket_idempotently(moto_port: int) -> Non
     assert summary["OpenShardCount"] == 3
     assert len(kinesis.list_shards(StreamName=STREAM)["Shards"]) == 3
     client("s3", moto_port).head_bucket(Bucket=BUCKET)
+
+
+def _bootstrap_module() -> Any:
+    spec = importlib.util.spec_from_file_location("lander_bootstrap", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_service_takes_its_own_variable_then_the_shared_one_then_localstack() -> None:
+    bootstrap = _bootstrap_module()
+    found = bootstrap.endpoints(
+        {
+            "AWS_ENDPOINT_URL_KINESIS": "http://127.0.0.1:4567",
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
+            "LOCALSTACK_HOST": "localstack:4566",
+        }
+    )
+    assert found == {
+        "kinesis": "http://127.0.0.1:4567",
+        "dynamodb": "http://127.0.0.1:5000",
+        "s3": "http://127.0.0.1:5000",
+    }
+    edge = bootstrap.endpoints({"LOCALSTACK_HOST": "localstack:4566"})
+    assert set(edge.values()) == {"http://localstack:4566"}
+    with pytest.raises(bootstrap.ConfigurationError, match=r"no endpoint for dynamodb, s3: set"):
+        bootstrap.endpoints({"AWS_ENDPOINT_URL_KINESIS": "http://127.0.0.1:4567"})
+    with pytest.raises(bootstrap.ConfigurationError, match="not an http"):
+        bootstrap.endpoints({"AWS_ENDPOINT_URL": "localhost"})
+
+
+def test_per_service_endpoints_alone_are_enough(moto_port: int) -> None:
+    """No LOCALSTACK_HOST; a shared endpoint that answers nothing loses to each
+    service's own variable."""
+    env = script_env(moto_port)
+    del env["LOCALSTACK_HOST"]
+    moto = f"http://127.0.0.1:{moto_port}"
+    env.update(
+        {
+            "AWS_ENDPOINT_URL": "http://127.0.0.1:9",  # discard: refused
+            "AWS_ENDPOINT_URL_KINESIS": moto,
+            "AWS_ENDPOINT_URL_DYNAMODB": moto,
+            "AWS_ENDPOINT_URL_S3": moto,
+            "LANDER_STREAM": "per-service-orders",
+            "LANDER_ARCHIVE": "s3://per-service-bucket/kinesis",
+        }
+    )
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "bootstrap", "--shards", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "stream per-service-orders created with 1 shards" in done.stdout
+    client("s3", moto_port).head_bucket(Bucket="per-service-bucket")
+
+
+def test_no_endpoint_is_a_configuration_error_not_a_call_to_aws(moto_port: int) -> None:
+    env = script_env(moto_port)
+    del env["LOCALSTACK_HOST"]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "smoke", "--timeout", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("bootstrap.py: no endpoint for kinesis, dynamodb, s3: set")
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_bootstrap_rejects_bad_configuration(moto_port: int, tmp_path: Path) -> None:

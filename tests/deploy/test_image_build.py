@@ -49,3 +49,19 @@ def test_the_hot_path_names_modules_that_exist() -> None:
     for path in HOT_PATH:
         assert path.startswith("consumer/"), path
         assert (REPO / path).is_file(), path
+
+
+def test_the_dockerfile_pulls_no_unpinned_frontend() -> None:
+    """A ``# syntax=`` line makes BuildKit pull that frontend image from a registry
+    before building: unpinned, a build changes (or fails offline) when it moves. The
+    Dockerfile uses nothing the built-in frontend lacks, so it names none; one that is
+    added must be pinned by digest."""
+    head = []
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        head.append(line)
+    directives = [line for line in head if re.match(r"#\s*syntax\s*=", line, re.IGNORECASE)]
+    assert all("@sha256:" in line for line in directives), directives
+    compose = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert _pins(compose["optional-dependencies"]["compose"]), "the compose extra is pinned"
