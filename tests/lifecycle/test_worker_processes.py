@@ -34,6 +34,21 @@ def _settled(cluster: Cluster, expected: list[int]) -> bool:
     return sorted(cluster.owners().values()) == expected
 
 
+def _wait_settled(cluster: Cluster, expected: list[int], timeout: float, what: str) -> None:
+    """Wait for the lease counts per owner to be ``expected``; on a timeout, say what the
+    table and the processes looked like last, so a rare miss can be read from CI's log."""
+    try:
+        wait_until(lambda: _settled(cluster, expected), timeout, what)
+    except AssertionError as exc:
+        leases = {
+            key: (lease["owner"], lease["checkpoint"]) for key, lease in cluster.leases().items()
+        }
+        alive = {name: proc.poll() for name, proc in cluster.procs.items()}
+        raise AssertionError(
+            f"{exc}; owners {dict(cluster.owners())}, leases {leases}, exit codes {alive}"
+        ) from None
+
+
 def test_balance_steal_and_graceful_leave(make_cluster: Callable[..., Cluster]) -> None:
     """Three workers settle 2/2/2; a fourth steals its share; one leaving hands off at
     once; every record is delivered, and no record to two workers."""
@@ -41,10 +56,10 @@ def test_balance_steal_and_graceful_leave(make_cluster: Callable[..., Cluster]) 
     with cluster.producing(rate=150):
         for name in ("w1", "w2", "w3"):
             cluster.start(name)
-        wait_until(lambda: _settled(cluster, [2, 2, 2]), 40, "2/2/2 ownership")
+        _wait_settled(cluster, [2, 2, 2], 40, "2/2/2 ownership")
 
         cluster.start("w4")
-        wait_until(lambda: _settled(cluster, [1, 1, 2, 2]), 40, "w4 to steal its share")
+        _wait_settled(cluster, [1, 1, 2, 2], 40, "w4 to steal its share")
         assert cluster.owners()["w4"] >= 1
 
         leaving = max(("w1", "w2", "w3"), key=lambda n: cluster.owners()[n])
@@ -76,7 +91,7 @@ def test_kill_9_failover_redelivers_after_checkpoint_and_loses_nothing(
     with cluster.producing(rate=150):
         cluster.start("w1")
         cluster.start("w2")
-        wait_until(lambda: _settled(cluster, [2, 2]), 40, "2/2 ownership")
+        _wait_settled(cluster, [2, 2], 40, "2/2 ownership")
         victim_shards = {k for k, v in cluster.leases().items() if v["owner"] == "w1"}
         time.sleep(1.0)
         killed_at = time.time()
@@ -142,7 +157,7 @@ def test_split_and_merge_every_record_parents_before_children(
     with cluster.producing(rate=100):
         cluster.start("w1")
         cluster.start("w2")
-        wait_until(lambda: _settled(cluster, [1, 1]), 30, "1/1 ownership")
+        _wait_settled(cluster, [1, 1], 30, "1/1 ownership")
         time.sleep(1.0)
         first = cluster.shard_ids()[0]
         cluster.kinesis.split_shard(
@@ -220,13 +235,13 @@ def test_a_rolling_upgrade_over_a_scan_fleet_follows_it_then_a_restart_takes_the
         with cluster.producing(rate=150):
             for name in ("old1", "old2"):
                 cluster.start(name, LANDER_COORDINATION="scan")
-            wait_until(lambda: _settled(cluster, [2, 2]), 40, "2/2 on the old fleet")
+            _wait_settled(cluster, [2, 2], 40, "2/2 on the old fleet")
             for old, new in (("old1", "new1"), ("old2", "new2")):
                 cluster.start(new)
                 wait_until(partial(_has_a_share, cluster, new), 40, f"{new} to take a share")
                 cluster.signal(old, signal.SIGTERM)
                 assert cluster.procs[old].wait(15) == 0
-            wait_until(lambda: _settled(cluster, [2, 2]), 40, "2/2 on the new fleet")
+            _wait_settled(cluster, [2, 2], 40, "2/2 on the new fleet")
         cluster.wait_all_delivered()
         for new in ("new1", "new2"):
             assert "following them in scan coordination" in cluster.log_text(new)
