@@ -28,7 +28,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY deploy/docker/requirements-build.txt ./
-RUN python -m pip install --requirement requirements-build.txt
+RUN python -m pip install --no-deps --requirement requirements-build.txt
 COPY pyproject.toml setup.py README.md ./
 COPY consumer ./consumer
 COPY sparkjobs ./sparkjobs

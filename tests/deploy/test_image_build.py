@@ -65,3 +65,37 @@ def test_the_dockerfile_pulls_no_unpinned_frontend() -> None:
     assert all("@sha256:" in line for line in directives), directives
     compose = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert _pins(compose["optional-dependencies"]["compose"]), "the compose extra is pinned"
+
+
+def _admitted(path: str, rules: list[str]) -> bool:
+    """Whether .dockerignore lets ``path`` into the build context: the last rule that
+    matches wins ('*' excludes all, '!x' admits x and what is under it)."""
+    admitted = True
+    for rule in rules:
+        negated = rule.startswith("!")
+        pattern = rule.lstrip("!").rstrip("/")
+        if pattern == "*" or path == pattern or path.startswith(pattern + "/"):
+            admitted = negated
+    return admitted
+
+
+def test_every_file_the_dockerfile_copies_is_in_the_build_context() -> None:
+    """A COPY of a file .dockerignore leaves out fails the build (setup.py did, once the
+    wheel stage needed it: found by the first real build)."""
+    rules = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#") and "**" not in line
+    ]
+    copied = []
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        parts = line.split()
+        if not parts or parts[0] != "COPY" or any(p.startswith("--from") for p in parts):
+            continue
+        sources = [p for p in parts[1:-1] if not p.startswith("--")]
+        copied.extend(source.rstrip("/").removeprefix("./") for source in sources)
+    assert "setup.py" in copied
+    missing = [path for path in copied if not _admitted(path, rules)]
+    assert not missing, f"COPY of files .dockerignore leaves out: {missing}"
+    for path in copied:
+        assert (REPO / path).exists(), path
