@@ -74,7 +74,7 @@ def _admitted(path: str, rules: list[str]) -> bool:
     for rule in rules:
         negated = rule.startswith("!")
         pattern = rule.lstrip("!").rstrip("/")
-        if pattern == "*" or path == pattern or path.startswith(pattern + "/"):
+        if pattern in ("*", path) or path.startswith(pattern + "/"):
             admitted = negated
     return admitted
 
