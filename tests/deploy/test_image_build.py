@@ -87,7 +87,7 @@ def test_every_file_the_dockerfile_copies_is_in_the_build_context() -> None:
         for line in (REPO / ".dockerignore").read_text().splitlines()
         if line.strip() and not line.startswith("#") and "**" not in line
     ]
-    copied = []
+    copied: list[str] = []
     for line in (REPO / "Dockerfile").read_text().splitlines():
         parts = line.split()
         if not parts or parts[0] != "COPY" or any(p.startswith("--from") for p in parts):
