@@ -84,10 +84,13 @@ def script_env(port: int) -> dict[str, str]:
     return env
 
 
-def run_script(port: int, *args: str) -> subprocess.CompletedProcess[str]:
+def run_script(
+    port: int, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The script with ``args``, in the compose environment (or ``env``)."""
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args],
-        env=script_env(port),
+        env=script_env(port) if env is None else env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -172,14 +175,7 @@ def test_per_service_endpoints_alone_are_enough(moto_port: int) -> None:
             "LANDER_ARCHIVE": "s3://per-service-bucket/kinesis",
         }
     )
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "bootstrap", "--shards", "1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_script(moto_port, "bootstrap", "--shards", "1", env=env)
     assert done.returncode == 0, done.stderr
     assert "stream per-service-orders created with 1 shards" in done.stdout
     client("s3", moto_port).head_bucket(Bucket="per-service-bucket")
@@ -188,14 +184,7 @@ def test_per_service_endpoints_alone_are_enough(moto_port: int) -> None:
 def test_no_endpoint_is_a_configuration_error_not_a_call_to_aws(moto_port: int) -> None:
     env = script_env(moto_port)
     del env["LOCALSTACK_HOST"]
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "smoke", "--timeout", "1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_script(moto_port, "smoke", "--timeout", "1", env=env)
     assert done.returncode == 2
     assert done.stderr.startswith("bootstrap.py: no endpoint for kinesis, dynamodb, s3: set")
     assert len(done.stderr.strip().splitlines()) == 1
@@ -204,14 +193,7 @@ def test_no_endpoint_is_a_configuration_error_not_a_call_to_aws(moto_port: int) 
 def test_bootstrap_rejects_bad_configuration(moto_port: int, tmp_path: Path) -> None:
     env = script_env(moto_port)
     env["LANDER_ARCHIVE"] = (tmp_path / "archive").as_uri()
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "bootstrap"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_script(moto_port, "bootstrap", env=env)
     assert done.returncode == 2
     assert "LANDER_ARCHIVE must be s3://" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
