@@ -125,8 +125,9 @@ def compact(
     if job.strict and manifest.bad_files:
         _refuse_bad_input(fs, job, run_dir, manifest)
 
-    written = _output_files(fs, run_dir)
-    dropped = _move_dropped(fs, run_dir, join(ref.dropped_root, manifest.run_id))
+    found = fs.list_files(run_dir)
+    written = _output_files(found)
+    dropped = _move_dropped(fs, found, join(ref.dropped_root, manifest.run_id))
     rewritten = _entries_written(written, dropped, plan, hour_stats, manifest)
     _publish(fs, job, ref, manifest, rewritten, written)
     manifest.hours = [hour_stats[h] for h in plan.stale if h in manifest.published_hours]
@@ -314,21 +315,22 @@ def _publish(  # noqa: PLR0917 - the run's parts, each used
             fs.delete(join(ref.dropped_root, manifest.run_id, hour_folder(parse_hour(hour))))
 
 
-def _output_files(fs: Filesystem, run_dir: str) -> dict[str, list[Listed]]:
-    """The Parquet files a run wrote for the table, by hour."""
+def _output_files(found: list[Listed]) -> dict[str, list[Listed]]:
+    """The Parquet files a run wrote for the table (``found``: its folder listed), by hour."""
     by_hour: dict[str, list[Listed]] = defaultdict(list)
-    for item in fs.list_files(run_dir):
+    for item in found:
         if item.uri.endswith(".parquet") and f"/dt={DROPPED_DT}" not in item.uri:
-            by_hour[_hour_of_output(item)].append(item)
+            by_hour[_hour_label_of(item.uri)].append(item)
     return {hour: sorted(files, key=lambda f: f.uri) for hour, files in by_hour.items()}
 
 
-def _move_dropped(fs: Filesystem, run_dir: str, target: str) -> dict[str, int]:
-    """Move the dropped copies the run wrote (``dt=dropped-D/hour=HH/``) out of the
-    table's folder to ``target/dt=D/hour=HH/``; how many files each hour has there."""
+def _move_dropped(fs: Filesystem, found: list[Listed], target: str) -> dict[str, int]:
+    """Move the dropped copies the run wrote (``dt=dropped-D/hour=HH/`` among ``found``,
+    its folder listed) out of the table's folder to ``target/dt=D/hour=HH/``; how many
+    files each hour has there."""
     moved: dict[str, int] = defaultdict(int)
     days: set[str] = set()
-    for item in fs.list_files(run_dir):
+    for item in found:
         at = item.uri.find(f"/dt={DROPPED_DT}")
         if at < 0 or not item.uri.endswith(".parquet"):
             continue
@@ -336,14 +338,14 @@ def _move_dropped(fs: Filesystem, run_dir: str, target: str) -> dict[str, int]:
         day, _, tail = rest.partition("/")
         days.add(item.uri[:at] + f"/dt={DROPPED_DT}{day}")
         fs.move(item.uri, join(target, f"dt={day}", tail))
-        moved[_hour_of_output(Listed(f"dt={day}/{tail}", 0, 0))] += 1
+        moved[_hour_label_of(f"dt={day}/{tail}")] += 1
     for folder in days:
         fs.delete(folder)
     return dict(moved)
 
 
-def _hour_of_output(item: Listed) -> str:
-    hour = hour_of(item.uri)
+def _hour_label_of(path: str) -> str:
+    hour = hour_of(path)
     if hour is None:
-        raise ValueError(f"an output file outside dt=/hour=: {item.uri}")
+        raise ValueError(f"an output file outside dt=/hour=: {path}")
     return hour_label(hour)
