@@ -295,8 +295,13 @@ class BilledLeaseStore(MemoryLeaseStore):
         call = super().acknowledge(key, to)
         return cast("bool", await self._billed("UpdateItem hand-off ack", key, call))
 
-    async def transfer(self, lease: Lease, to: str) -> None:
-        await self._billed("UpdateItem transfer", lease.key, super().transfer(lease, to))
+    async def withdraw(self, key: str, to: str) -> bool:
+        call = super().withdraw(key, to)
+        return cast("bool", await self._billed("UpdateItem hand-off withdrawal", key, call))
+
+    async def transfer(self, lease: Lease, to: str) -> bool:
+        call = super().transfer(lease, to)
+        return cast("bool", await self._billed("UpdateItem transfer", lease.key, call))
 
     async def release(self, lease: Lease) -> None:
         await self._billed("UpdateItem release", lease.key, super().release(lease))

@@ -317,18 +317,17 @@ class BoardCoordinator(LeaseCoordinator):
             self._log.info("hand-off acknowledged", shard_id=lease.key, to=lease.handoff_to)
             self.on_handoff(lease.key)
 
-    async def give_up(self, key: str, why: str = "shutdown") -> None:
+    async def give_up(self, key: str, why: str = "shutdown") -> str | None:
         """Hand over or release. A release tells the leader (its leases need a home); a
         transfer tells the receiver, in case it stopped polling before the transfer
         came (its next beat then reads its leases and takes this one)."""
-        held = self.held.get(key)
-        to = None if held is None else held.handoff_to
-        await super().give_up(key, why)
-        if to is None or to == self.worker_id:
+        to = await super().give_up(key, why)
+        if to is None:
             await self._notify_leader()
         else:
             with contextlib.suppress(LeaseError):
                 await self.notify(to)
+        return to
 
     async def _notify_leader(self) -> None:
         order = line(self.board, self.slot_seen, self.clock(), self.failover)

@@ -170,11 +170,20 @@ class LeaseCoordinator:
     async def release_unheld(self) -> None:
         """Release every lease the table says is this worker's but it does not hold: one
         handed to it that it has not taken yet. A stopping worker calls this after giving
-        up what it holds; otherwise such a lease would wait for the failover time."""
+        up what it holds; otherwise such a lease would wait for the failover time. Its
+        own pending hand-off requests are withdrawn first, so an owner cannot hand it a
+        lease after it is gone."""
         await self._release_unheld(await self.read_table(), "this worker is stopping")
 
     async def _release_unheld(self, leases: list[Lease], why: str) -> None:
         for lease in leases:
+            if (
+                lease.handoff_to == self.worker_id
+                and lease.owner != self.worker_id
+                and not await self.store.withdraw(lease.key, self.worker_id)
+            ):
+                # Not named any more: transferred to this worker just now, perhaps.
+                lease = await self.store.get_lease(lease.key) or lease  # noqa: PLW2901
             if lease.owner == self.worker_id and lease.key not in self.held:
                 try:
                     await self.store.release(lease)
@@ -278,18 +287,25 @@ class LeaseCoordinator:
             held.renewed_at = started
             return held.lease
 
-    async def give_up(self, key: str, why: str = "shutdown") -> None:
-        """Hand the lease to whoever asked for it, or release it; forget it either way."""
+    async def give_up(self, key: str, why: str = "shutdown") -> str | None:
+        """Hand the lease to whoever asked for it, or release it; forget it either way.
+        Returns the worker it was handed to (None: released, or lost). A receiver that
+        withdrew meanwhile (it is stopping) gets nothing: the lease is released."""
         held = self.held.get(key)
         if held is None or held.lost:
             self.forget(key)
-            return
+            return None
+        given: str | None = None
         async with held.lock:
             try:
-                if held.handoff_to is not None and held.handoff_to != self.worker_id:
-                    await self.store.transfer(held.lease, held.handoff_to)
-                    self._log.info("lease handed off", shard_id=key, to=held.handoff_to)
-                    why = "handoff"
+                to = held.handoff_to
+                if to is not None and to != self.worker_id:
+                    if await self.store.transfer(held.lease, to):
+                        self._log.info("lease handed off", shard_id=key, to=to)
+                        why, given = "handoff", to
+                    else:
+                        await self.store.release(held.lease)
+                        self._log.info("lease released", shard_id=key, withdrawn_by=to)
                 else:
                     await self.store.release(held.lease)
                     self._log.info("lease released", shard_id=key)
@@ -299,6 +315,7 @@ class LeaseCoordinator:
                 self._log.info("lease already lost at release", shard_id=key)
             finally:
                 self.forget(key)
+        return given
 
     def forget(self, key: str) -> None:
         """Drop a lease from what this worker holds (after it was lost or given up)."""

@@ -253,14 +253,31 @@ class DynamoLeaseStore(DynamoBoard):
         return True
 
     @aws_errors
-    async def transfer(self, lease: Lease, to: str) -> None:
-        """Hand the lease to ``to``."""
-        await self._update(
-            lease,
-            "SET leaseOwner = :to, leaseCounter = :next ADD ownerSwitchesSinceCheckpoint :one "
-            "REMOVE handoffTo, handoffAck",
-            {":to": {"S": to}},
+    async def withdraw(self, key: str, to: str) -> bool:
+        """Remove ``handoffTo`` and ``handoffAck`` if ``handoffTo`` names ``to``."""
+        return await self._if(
+            key, "REMOVE handoffTo, handoffAck", "handoffTo = :to", {":to": {"S": to}}
         )
+
+    @aws_errors
+    async def transfer(self, lease: Lease, to: str) -> bool:
+        """Hand the lease to ``to`` if ``handoffTo`` still names it. A refusal is told
+        apart by reading the lease: unchanged owner and counter mean only the request
+        was gone (False); anything else is a lost lease."""
+        try:
+            await self._update(
+                lease,
+                "SET leaseOwner = :to, leaseCounter = :next ADD ownerSwitchesSinceCheckpoint "
+                ":one REMOVE handoffTo, handoffAck",
+                {":to": {"S": to}},
+                also="handoffTo = :to",
+            )
+        except LeaseLostError:
+            current = await self.get_lease(lease.key)
+            if current is None or (current.owner, current.counter) != (lease.owner, lease.counter):
+                raise
+            return False
+        return True
 
     @aws_errors
     async def release(self, lease: Lease) -> None:
@@ -275,8 +292,16 @@ class DynamoLeaseStore(DynamoBoard):
         await self._client.delete_item(TableName=self._table, Key={"leaseKey": {"S": key}})
 
     async def _update(
-        self, lease: Lease, expression: str, values: dict[str, Any], owned: bool = True
+        self,
+        lease: Lease,
+        expression: str,
+        values: dict[str, Any],
+        owned: bool = True,
+        *,
+        also: str | None = None,
     ) -> Lease:
+        """A fenced write: the owner (or no owner) and counter as ``lease`` has them, and
+        ``also`` if given; LeaseLostError when refused."""
         values = {
             **values,
             ":counter": {"N": str(lease.counter)},
@@ -296,7 +321,8 @@ class DynamoLeaseStore(DynamoBoard):
                 TableName=self._table,
                 Key={"leaseKey": {"S": lease.key}},
                 UpdateExpression=expression,
-                ConditionExpression=_OWNED if owned else _UNOWNED,
+                ConditionExpression=(_OWNED if owned else _UNOWNED)
+                + ("" if also is None else f" AND {also}"),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
             )

@@ -112,10 +112,23 @@ async def start_leaving(w: BoardCoordinator) -> None:
 
 
 async def release_unheld(w: BoardCoordinator) -> None:
-    """Release leases that name the worker but that it does not hold (given to it just
-    before it stopped): the leader places them again at once, not after the failover
-    time."""
-    for key in await w.store.owned_by(w.worker_id):
+    """Withdraw the acknowledgements of hand-offs to this worker not transferred yet,
+    then release leases that name the worker but that it does not hold (given to it
+    just before it stopped): the leader places them again at once, not after the
+    failover time.
+
+    Without the withdrawal, an owner that saw the acknowledgement could transfer the
+    lease after this worker is gone, and the shard would wait the failover time. The
+    transfer is conditional on the request still naming its receiver, so either the
+    withdrawal or the transfer comes first: a refused withdrawal means the lease is
+    this worker's now, and it is released below."""
+    waiting = sorted(w.waits)
+    tasks = [w.waits.pop(key) for key in waiting]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    moved = [key for key in waiting if not await w.store.withdraw(key, w.worker_id)]
+    for key in sorted(set(await w.store.owned_by(w.worker_id)) | set(moved)):
         if key in w.held:
             continue
         lease = await w.store.get_lease(key)

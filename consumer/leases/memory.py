@@ -155,10 +155,20 @@ class MemoryLeaseStore:
         self._table()[key] = current.evolve(handoff_ack=to)
         return True
 
-    async def transfer(self, lease: Lease, to: str) -> None:
-        """Give the lease to ``to``."""
+    async def withdraw(self, key: str, to: str) -> bool:
+        """Drop the request naming ``to`` and its acknowledgement."""
+        current = self._table().get(key)
+        if current is None or current.handoff_to != to:
+            return False
+        self._table()[key] = current.evolve(handoff_to=None, handoff_ack=None)
+        return True
+
+    async def transfer(self, lease: Lease, to: str) -> bool:
+        """Give the lease to ``to`` if it still asks for it."""
         table = self._fenced(lease)
         current = table[lease.key]
+        if current.handoff_to != to:
+            return False
         table[lease.key] = current.evolve(
             owner=to,
             counter=lease.counter + 1,
@@ -167,6 +177,7 @@ class MemoryLeaseStore:
             handoff_ack=None,
             updated_ms=wall_ms(),
         )
+        return True
 
     async def release(self, lease: Lease) -> None:
         """Give the lease up."""

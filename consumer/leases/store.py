@@ -70,8 +70,14 @@ class LeaseStore(Protocol):
         """Keys of the leases naming ``owner`` (KCL 3.x's ``LeaseOwnerToLeaseKeyIndex``:
         eventually consistent)."""
 
-    async def transfer(self, lease: Lease, to: str) -> None:
-        """The owner gives the lease to ``to`` (graceful hand-off); counter + 1."""
+    async def withdraw(self, key: str, to: str) -> bool:
+        """The worker named in ``handoffTo`` backs out (it is stopping): the request and
+        its acknowledgement go; False if it is not named (any more)."""
+
+    async def transfer(self, lease: Lease, to: str) -> bool:
+        """The owner gives the lease to ``to`` (graceful hand-off) while ``to`` is still
+        the one asking; counter + 1. False when ``to`` withdrew: the lease is unchanged
+        and still the caller's (who releases it instead)."""
 
     async def release(self, lease: Lease) -> None:
         """The owner gives the lease up: no owner, counter + 1."""

@@ -127,6 +127,40 @@ async def test_handoff_request_transfer_and_take(table: Table) -> None:
     assert taken.owner == "w2"
 
 
+async def test_a_withdrawn_request_refuses_the_transfer(table: Table) -> None:
+    """A receiver that stops withdraws its request (and acknowledgement); a transfer
+    after that is refused with the lease unchanged, so its owner releases it instead.
+    A transfer first makes the withdrawal fail: the lease is the receiver's."""
+    store = table.store
+    for key in ("s-1", "s-2"):
+        await store.create_lease(key, set(), Sentinel.TRIM_HORIZON)
+    first = await store.take(await _one(store, "s-1"), "w1")
+    assert await store.request_handoff(first, "w2")
+    assert await store.acknowledge("s-1", "w2")
+    assert not await store.withdraw("s-1", "w3")  # only the one named may withdraw
+    assert await store.withdraw("s-1", "w2")
+    left = await _one(store, "s-1")
+    assert (left.owner, left.counter, left.handoff_to, left.handoff_ack) == (
+        "w1",
+        first.counter,
+        None,
+        None,
+    )
+    assert not await store.transfer(first, "w2")
+    assert await _one(store, "s-1") == left
+    await store.release(first)  # the counter is the one the owner knows
+    assert (await _one(store, "s-1")).owner is None
+
+    second = await store.take(await _one(store, "s-2"), "w1")
+    assert await store.request_handoff(second, "w2")
+    assert await store.transfer(second, "w2")
+    assert not await store.withdraw("s-2", "w2")
+    assert (await _one(store, "s-2")).owner == "w2"
+    # A stale owner's transfer is a lost lease, not a withdrawal.
+    with pytest.raises(LeaseLostError):
+        await store.transfer(second, "w2")
+
+
 async def test_release_clears_the_owner(table: Table) -> None:
     """A released lease has no owner and can be taken at once by anyone."""
     await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
