@@ -103,14 +103,17 @@ RUN mkdir -p /usr/share/man/man1 \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=venv-spark /opt/lander /opt/lander
+# The image's Spark defaults are a properties file the jobs read (LANDER_SPARK_PROPERTIES),
+# not SPARK_CONF_DIR: Spark puts that folder on the JVM's class path, and the AppCDS
+# archive below can be neither written nor used with a non-empty folder there.
 ENV SPARK_HOME=/opt/lander/lib/python3.11/site-packages/pyspark \
-    SPARK_CONF_DIR=/opt/spark-conf \
+    LANDER_SPARK_PROPERTIES=/opt/lander/spark-defaults.conf \
     PYSPARK_PYTHON=/opt/lander/bin/python \
     HOME=/home/lander
 # The jars go into PySpark's own jars folder: on the classpath of the driver and (same
 # image) of every executor, whatever a cluster passes as extraClassPath.
 COPY --from=s3a-jars / ${SPARK_HOME}/jars/
-COPY deploy/docker/spark-defaults.conf /opt/spark-conf/spark-defaults.conf
+COPY deploy/docker/spark-defaults.conf /opt/lander/spark-defaults.conf
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadoop-aws must be the exact version of PySpark's Hadoop client, with an SDK v2 bundle.
 RUN hadoop="$(basename "$SPARK_HOME"/jars/hadoop-client-api-*.jar .jar)" \
@@ -125,9 +128,11 @@ RUN hadoop="$(basename "$SPARK_HOME"/jars/hadoop-client-api-*.jar .jar)" \
 # The AppCDS archive of a compaction's classes, built once here with the image's own
 # Java and jars, so every nightly run starts from it (~17 % less CPU on a small day;
 # docs/benchmarks.md). An archive that does not match is ignored by the JVM.
+# SPARK_LOCAL_IP: a build container's hostname need not resolve (buildah's does not), and
+# Spark asks for the local host's address unless told; the classes loaded are the same.
 ENV LANDER_SPARK_CDS=/opt/lander/spark-classes.jsa
 COPY deploy/docker/class_archive.py /opt/lander/class_archive.py
-RUN python /opt/lander/class_archive.py "$LANDER_SPARK_CDS" \
+RUN SPARK_LOCAL_IP=127.0.0.1 python /opt/lander/class_archive.py "$LANDER_SPARK_CDS" \
     && chmod 0444 "$LANDER_SPARK_CDS"
 USER 10001:10001
 # No daemon here: nothing to health-check, and nothing to wait for on SIGTERM beyond

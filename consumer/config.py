@@ -405,6 +405,8 @@ ENVIRONMENT_ONLY: dict[str, str] = {
     "LANDER_SPARK_LOG_LEVEL": "sparkjobs/session.py: Spark's own log level",
     "LANDER_SPARK_CDS": "sparkjobs/session.py: the AppCDS archive of lander compact and "
     "analyse (a file, or off; default under the user's cache)",
+    "LANDER_SPARK_PROPERTIES": "sparkjobs/session.py: a Spark properties file a local "
+    "session starts with (the Spark image's defaults); the job's own settings win",
     "LANDER_S3A_JARS": "tests/support/s3a.py: the folder holding the S3A jars of the tests",
 }
 """Variables read straight from the environment, not through a settings class: their

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -142,6 +143,39 @@ def finish(spark: SparkSession, plan: JvmPlan) -> None:
         os.replace(written, archive)
 
 
+_PROPERTY = re.compile(r"([^\s=]+)\s*=?\s*(.*?)")
+"""A property line: the key up to the first blank or ``=``; the rest, trimmed."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A Spark properties file (``spark-defaults.conf``'s format): ``key value`` or
+    ``key=value`` lines, blank lines and ``#`` comments ignored."""
+    found: dict[str, str] = {}
+    for raw in text.splitlines():
+        entry = raw.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        match = _PROPERTY.fullmatch(entry)
+        if match is None:
+            raise ValueError(f"not a Spark property line: {raw!r}")
+        found[match[1]] = match[2]
+    return found
+
+
+def properties_file() -> dict[str, str]:
+    """The settings of the file ``LANDER_SPARK_PROPERTIES`` names (the Spark image's
+    defaults), or none. Not ``SPARK_CONF_DIR``: Spark puts that folder on the JVM's class
+    path, and a class path with a non-empty folder can neither write nor use an AppCDS
+    archive."""
+    value = os.environ.get("LANDER_SPARK_PROPERTIES", "").strip()
+    if not value:
+        return {}
+    try:
+        return parse_properties(Path(value).read_text())
+    except OSError as exc:
+        raise ValueError(f"LANDER_SPARK_PROPERTIES: cannot read {value}: {exc.strerror}") from None
+
+
 def local_settings(cores: int | None = None, jvm: JvmPlan | None = None) -> dict[str, str]:
     """Settings for a local run: the defaults plus a shuffle sized to the cores."""
     cores = cores or os.cpu_count() or 2
@@ -173,7 +207,8 @@ def get_session(
         # pyspark reads the variable, not the setting, when it starts them.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master or "local[*]")
-        for key, value in local_settings(jvm=jvm).items():
+        # The file's settings first: the session's own, and PYSPARK_SUBMIT_ARGS, win.
+        for key, value in {**properties_file(), **local_settings(jvm=jvm)}.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if jvm is not None and (master or not submitted):

@@ -99,3 +99,13 @@ def test_every_file_the_dockerfile_copies_is_in_the_build_context() -> None:
     assert not missing, f"COPY of files .dockerignore leaves out: {missing}"
     for path in copied:
         assert (REPO / path).exists(), path
+
+
+def test_the_spark_image_puts_no_config_folder_on_the_class_path() -> None:
+    """Spark adds SPARK_CONF_DIR to the JVM's class path; a non-empty folder there makes
+    the build's AppCDS dump fail ("Cannot have non-empty directory in paths") and every
+    run ignore the archive. The defaults come through LANDER_SPARK_PROPERTIES instead."""
+    text = (REPO / "Dockerfile").read_text()
+    assert "SPARK_CONF_DIR=" not in text
+    assert "LANDER_SPARK_PROPERTIES=/opt/lander/spark-defaults.conf" in text
+    assert "COPY deploy/docker/spark-defaults.conf /opt/lander/spark-defaults.conf" in text

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from sparkjobs.session import C1_BELOW_BYTES, JvmPlan, class_archive, jvm_plan
+from sparkjobs.session import (
+    C1_BELOW_BYTES,
+    JvmPlan,
+    class_archive,
+    jvm_plan,
+    parse_properties,
+    properties_file,
+)
 from tests.support.landed import STREAM, line, write_object
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,6 +87,9 @@ def test_the_image_script_writes_the_archive_and_lander_compact_then_uses_it(
     write_object(data, "2026-11-21T10:00", "shardId-000000000000", lines)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANDER_")}
     env |= {"LANDER_SPARK_CDS": str(archive), "LANDER_SPARK_MASTER": "local[1]"}
+    # As in the image: its Spark defaults come from a properties file, and the archive
+    # written without it still serves (the file adds settings, not class path entries).
+    env["LANDER_SPARK_PROPERTIES"] = str(REPO / "deploy" / "docker" / "spark-defaults.conf")
     argv = ["compact", "--stream", STREAM, "--archive", f"file://{data}", "--window"]
     argv += ["2026-11-21T10", "--compacted", f"file://{tmp_path / 'out'}"]
     done = subprocess.run(
@@ -94,3 +104,29 @@ def test_the_image_script_writes_the_archive_and_lander_compact_then_uses_it(
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2026-11-21T10: published" in done.stdout
     assert archive.stat().st_mtime_ns == written
+
+
+def test_a_properties_file_is_read_as_spark_reads_spark_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "# comment\n\nspark.a   1\nspark.b=two words \n  spark.c\t x=y\n"
+    assert parse_properties(text) == {"spark.a": "1", "spark.b": "two words", "spark.c": "x=y"}
+    with pytest.raises(ValueError, match="not a Spark property line"):
+        parse_properties("=x")
+    monkeypatch.delenv("LANDER_SPARK_PROPERTIES", raising=False)
+    assert properties_file() == {}
+    conf = tmp_path / "spark.conf"
+    conf.write_text(text)
+    monkeypatch.setenv("LANDER_SPARK_PROPERTIES", str(conf))
+    assert properties_file()["spark.b"] == "two words"
+    monkeypatch.setenv("LANDER_SPARK_PROPERTIES", str(tmp_path / "absent.conf"))
+    with pytest.raises(ValueError, match=r"LANDER_SPARK_PROPERTIES: cannot read .*absent\.conf"):
+        properties_file()
+
+
+def test_the_image_defaults_parse_and_set_no_class_path() -> None:
+    """The Spark image's file: S3A's credential chain, and nothing that changes the JVM's
+    class path (an AppCDS archive must match it)."""
+    found = parse_properties((REPO / "deploy" / "docker" / "spark-defaults.conf").read_text())
+    assert found["spark.hadoop.fs.s3a.aws.credentials.provider"].startswith("software.amazon")
+    assert not [k for k in found if "classpath" in k.lower() or k == "spark.jars"]
