@@ -142,8 +142,8 @@ ENTRYPOINT ["lander"]
 CMD ["compact"]
 
 # --------------------------------------------------------------------------------------
-# bootstrap: deploy/local/bootstrap.py for docker-compose (create the stream and the
-# bucket on LocalStack; the smoke check). Not for production.
+# bootstrap: deploy/local/bootstrap.py for docker-compose (create the stream, the lease
+# table and the bucket on LocalStack; the smoke check). Not for production.
 FROM base AS bootstrap
 COPY --from=venv-bootstrap /opt/lander /opt/lander
 COPY deploy/local/bootstrap.py /opt/lander/bootstrap.py

@@ -14,10 +14,11 @@ A service with none of them is a configuration error: this script only ever talk
 local stack, never to AWS.
 
 ``bootstrap [--shards N]``
-    Create the stream with N shards and wait until it is ACTIVE; create the archive's
+    Create the stream with N shards and wait until it is ACTIVE; create the lease table
+    (as CloudFormation does in production; the same definition the workers create when
+    it is missing: ``leaseKey``, KCL 3.x's owner index, on-demand) and the archive's
     bucket. Idempotent: resources that already exist are fine (a stream with another
-    shard count is kept as it is, and said so). The lease table is not created here:
-    the first worker creates it, as CloudFormation does in production.
+    shard count is kept as it is, and said so).
 
 ``smoke [--timeout S]``
     Wait until at least one object has landed under the archive prefix and every open
@@ -217,11 +218,52 @@ def ensure_bucket(clients: Clients, bucket: str) -> str:
     return f"bucket {bucket} created"
 
 
+# The workers' definition (consumer/leases/dynamo.py, ensure_table); the tests compare
+# a table made here with theirs.
+OWNER_INDEX = {
+    "IndexName": "LeaseOwnerToLeaseKeyIndex",
+    "KeySchema": [
+        {"AttributeName": "leaseOwner", "KeyType": "HASH"},
+        {"AttributeName": "leaseKey", "KeyType": "RANGE"},
+    ],
+    "Projection": {"ProjectionType": "KEYS_ONLY"},
+}
+
+
+def ensure_lease_table(clients: Clients, table: str, timeout: float) -> str:
+    """Create the lease table unless it exists; wait until ACTIVE."""
+    created = True
+    try:
+        clients.dynamodb.create_table(
+            TableName=table,
+            KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+            AttributeDefinitions=[
+                {"AttributeName": "leaseKey", "AttributeType": "S"},
+                {"AttributeName": "leaseOwner", "AttributeType": "S"},
+            ],
+            GlobalSecondaryIndexes=[OWNER_INDEX],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    except ClientError as exc:
+        if error_code(exc) != "ResourceInUseException":
+            raise
+        created = False
+    deadline = time.monotonic() + timeout
+    while (status := clients.dynamodb.describe_table(TableName=table)["Table"]["TableStatus"]) != (
+        "ACTIVE"
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"lease table {table} still {status} after {timeout:.0f}s")
+        time.sleep(POLL_SECONDS)
+    return f"lease table {table} {'created' if created else 'exists'}"
+
+
 def bootstrap(clients: Clients, target: Target, shards: int, timeout: float) -> str:
-    """Both resources; one line saying what was done."""
+    """The three resources; one line saying what was done."""
     return "; ".join(
         (
             ensure_stream(clients, target.stream, shards, timeout),
+            ensure_lease_table(clients, target.lease_table, timeout),
             ensure_bucket(clients, target.bucket),
         )
     )
@@ -287,7 +329,9 @@ def smoke_problems(clients: Clients, target: Target) -> list[str]:
         owners = lease_owners(clients, target.lease_table)
     except ClientError as exc:
         if error_code(exc) == "ResourceNotFoundException":
-            problems.append(f"lease table {target.lease_table} does not exist (no worker started)")
+            problems.append(
+                f"lease table {target.lease_table} does not exist (bootstrap creates it)"
+            )
         else:
             problems.append(f"cannot scan lease table {target.lease_table}: {error_code(exc)}")
         return problems
@@ -345,7 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Create (bootstrap) and check (smoke) the lander's resources on LocalStack.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    boot = commands.add_parser("bootstrap", help="create the stream and the bucket")
+    boot = commands.add_parser(
+        "bootstrap", help="create the stream, the lease table and the bucket"
+    )
     boot.add_argument("--shards", type=positive_int, default=4, help="shards of a new stream (4)")
     boot.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for ACTIVE (60)")
     check = commands.add_parser("smoke", help="wait until objects land and shards are owned")

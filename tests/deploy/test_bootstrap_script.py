@@ -23,6 +23,8 @@ from typing import Any
 import boto3
 import pytest
 
+from consumer.leases.dynamo_board import owner_index
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "local" / "bootstrap.py"
 STREAM = "smoke-orders"
@@ -113,11 +115,13 @@ def test_bootstrap_creates_stream_and_bucket_idempotently(moto_port: int) -> Non
     assert first.returncode == 0, first.stderr
     assert f"stream {STREAM} created with 3 shards" in first.stdout
     assert f"bucket {BUCKET} created" in first.stdout
+    assert f"lease table {TABLE} created" in first.stdout
 
     again = run_script(moto_port, "bootstrap", "--shards", "3")
     assert again.returncode == 0, again.stderr
     assert f"stream {STREAM} exists with 3 open shards" in again.stdout
     assert f"bucket {BUCKET} exists" in again.stdout
+    assert f"lease table {TABLE} exists" in again.stdout
 
     kinesis = client("kinesis", moto_port)
     summary = kinesis.describe_stream_summary(StreamName=STREAM)["StreamDescriptionSummary"]
@@ -125,6 +129,17 @@ def test_bootstrap_creates_stream_and_bucket_idempotently(moto_port: int) -> Non
     assert summary["OpenShardCount"] == 3
     assert len(kinesis.list_shards(StreamName=STREAM)["Shards"]) == 3
     client("s3", moto_port).head_bucket(Bucket=BUCKET)
+    # The table the workers would have made: same key, attributes, owner index, billing.
+    table = client("dynamodb", moto_port).describe_table(TableName=TABLE)["Table"]
+    assert table["TableStatus"] == "ACTIVE"
+    assert table["KeySchema"] == [{"AttributeName": "leaseKey", "KeyType": "HASH"}]
+    assert sorted(d["AttributeName"] for d in table["AttributeDefinitions"]) == [
+        "leaseKey",
+        "leaseOwner",
+    ]
+    index = table["GlobalSecondaryIndexes"][0]
+    assert {k: index[k] for k in owner_index()} == owner_index()
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
 
 
 def _bootstrap_module() -> Any:
@@ -210,17 +225,18 @@ def test_smoke_fails_with_a_reason_then_passes_once_landed_and_owned(moto_port: 
     assert len(line.splitlines()) == 1, line
     assert line.startswith("smoke failed after 1s:")
     assert f"nothing landed under s3://{BUCKET}/{PREFIX}/stream={STREAM}/" in line
-    assert f"lease table {TABLE} does not exist" in line
+    assert f"3 of 3 open shards have no owner in {TABLE}" in line
     assert time.monotonic() - started < 60
 
-    # What the workers would have done: a lease table with an owner per open shard...
+    # Without the table (deleted by hand), smoke says so.
     dynamodb = client("dynamodb", moto_port)
-    dynamodb.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    dynamodb.delete_table(TableName=TABLE)
+    missing = run_script(moto_port, "smoke", "--timeout", "1")
+    assert missing.returncode == 1
+    assert f"lease table {TABLE} does not exist" in missing.stderr
+    assert run_script(moto_port, "bootstrap", "--shards", "3").returncode == 0
+
+    # What the workers would have done: an owner per open shard...
     shards = [
         s["ShardId"] for s in client("kinesis", moto_port).list_shards(StreamName=STREAM)["Shards"]
     ]
