@@ -9,7 +9,7 @@ EMULATORS := consumer/cli/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install emulators demo chaos test test-fast soak lint format bench spark-package s3a-jars validate-deploy clean
+.PHONY: install emulators demo chaos test test-fast soak lint format bench spark-package s3a-jars validate-deploy image-check clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -76,6 +76,12 @@ s3a-jars: install
 ## offline (tools pinned in deploy/requirements-validate*.txt, installed into .venv-deploy).
 validate-deploy:
 	$(PYTHON) deploy/validate.py
+
+## Build every Dockerfile target with buildah (no Docker engine, no registry: apt's
+## podman and buildah, a stand-in base made from Debian) and smoke-test the images against
+## the embedded local stack; prints sizes and build times (deploy/README.md).
+image-check: install
+	$(BIN)/python -m deploy.imagecheck $(IMAGE_CHECK_ARGS)
 
 clean:
 	rm -rf dist .cache .coverage htmlcov $(VENV) .venv-deploy .venv-peers .venv-readers $(EMULATORS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
