@@ -27,6 +27,9 @@ local stack, never to AWS.
 
 Exit status 2: bad configuration (one line naming the variable). Not for production:
 without ``AWS_ACCESS_KEY_ID`` the credentials are the dummies local stacks accept.
+
+Long module: one self-contained script on purpose; the bootstrap image copies this file
+alone and a checkout runs it with nothing but boto3, so it cannot import helpers.
 """
 
 from __future__ import annotations
