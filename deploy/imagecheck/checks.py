@@ -24,6 +24,8 @@ from consumer.leases.dynamo import is_lease, lease_from_item
 from consumer.leases.model import Lease
 from consumer.sequence import Position
 from consumer.stream.kpl import deaggregate, is_aggregated
+from sparkjobs.catalog import table_ref
+from sparkjobs.table import open_table
 
 from .engine import CheckError
 
@@ -181,3 +183,21 @@ def released_at_end(found: list[Lease], records: Iterable[Place]) -> list[str]:
         if want is not None and lease.checkpoint != want:
             problems.append(f"{lease.key} checkpoint {lease.checkpoint}, last record {want}")
     return problems
+
+
+def compacted_once(
+    compacted: str, stream: str, ids: set[str], what: str, prints: Callable[[str], object]
+) -> None:
+    """The compacted table under ``compacted`` holds one row per event id in ``ids``,
+    and no other; raises :class:`CheckError` saying how it differs."""
+    table = open_table(table_ref(compacted, stream), create=False)
+    if table is None:
+        raise CheckError(f"{what}: no compacted table under {compacted}")
+    rows = table.scan(selected_fields=("event_id",)).to_arrow().column("event_id").to_pylist()
+    found = set(rows)
+    if len(rows) != len(found) or found != ids:
+        raise CheckError(
+            f"{what}: {len(rows)} rows, {len(found)} event ids; the stream holds {len(ids)} "
+            f"(missing {len(ids - found)}, unexpected {len(found - ids)})"
+        )
+    prints(f"{what}: the table has {len(rows)} rows, one per event id in the stream")

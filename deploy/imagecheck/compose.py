@@ -172,16 +172,7 @@ class Compose:
 
     def container(self, service: str) -> str:
         """The container podman-compose made for ``service``."""
-        names = self.engine.podman(
-            "ps",
-            "-a",
-            "--format",
-            "{{.Names}}",
-            "--filter",
-            f"label=com.docker.compose.project={PROJECT}",
-            "--filter",
-            f"label=com.docker.compose.service={service}",
-        ).split()
+        names = project_containers(self.engine, service)
         if len(names) != 1:
             raise CheckError(f"compose service {service}: containers {names}")
         return names[0]
@@ -195,6 +186,15 @@ class Compose:
             raise CheckError(
                 f"compose service {service} exited {code}:\n{tail.stdout}{tail.stderr}"
             )
+
+
+def project_containers(engine: Engine, service: str | None = None) -> list[str]:
+    """Names of the containers podman-compose made for this project (one service's)."""
+    labels = [f"com.docker.compose.project={PROJECT}"]
+    if service is not None:
+        labels.append(f"com.docker.compose.service={service}")
+    filters = [a for label in labels for a in ("--filter", f"label={label}")]
+    return engine.podman("ps", "-a", "--format", "{{.Names}}", *filters, check=False).split()
 
 
 def ensure_podman_compose() -> None:
@@ -294,7 +294,7 @@ def run(engine: Engine, repo: Path, endpoints: Mapping[str, str], workdir: Path)
                 "compaction",
                 timeout=900,
             )
-        _check_table(folders["out"], view.days, checks.event_ids(records))
+        _check_table(engine, folders["out"], view.days, checks.event_ids(records))
         say("compose: compaction (compact, analyse, maintain) exited 0; one row per event id")
     finally:
         _save_logs(engine, compose, workdir)
@@ -309,18 +309,10 @@ def _exact(s3: Any, folder: Path, records: Mapping[checks.Place, bytes]) -> chec
     return landing if landing.exact else None
 
 
-def _check_table(out: Path, days: set[str], ids: set[str]) -> None:
-    from sparkjobs.catalog import table_ref  # noqa: PLC0415 - pyiceberg only here
-    from sparkjobs.table import open_table  # noqa: PLC0415
-
-    table = open_table(table_ref((out / "compacted").as_uri(), STREAM), create=False)
-    if table is None:
-        raise CheckError("compose compaction: no compacted table")
-    rows = table.scan(selected_fields=("event_id",)).to_arrow().column("event_id").to_pylist()
-    if len(rows) != len(set(rows)) or set(rows) != ids:
-        raise CheckError(
-            f"compose compaction: {len(rows)} rows, {len(set(rows))} ids, stream {len(ids)}"
-        )
+def _check_table(engine: Engine, out: Path, days: set[str], ids: set[str]) -> None:
+    checks.compacted_once(
+        (out / "compacted").as_uri(), STREAM, ids, "compose compaction", prints=engine.say
+    )
     reports = sorted((out / "reports").rglob("report.html"))
     if len(reports) < len(days):
         raise CheckError(f"compose compaction: {len(reports)} reports for {len(days)} days")
@@ -329,15 +321,6 @@ def _check_table(out: Path, days: set[str], ids: set[str]) -> None:
 def _save_logs(engine: Engine, compose: Compose, workdir: Path) -> None:
     logs = workdir / "logs"
     logs.mkdir(exist_ok=True)
-    names = engine.podman(
-        "ps",
-        "-a",
-        "--format",
-        "{{.Names}}",
-        "--filter",
-        f"label=com.docker.compose.project={PROJECT}",
-        check=False,
-    ).split()
-    for name in names:
+    for name in project_containers(engine):
         out = engine.run("podman", "logs", name, check=False, quiet=True)
         (logs / f"{name}.log").write_text((out.stdout or "") + (out.stderr or ""))

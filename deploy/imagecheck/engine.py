@@ -42,6 +42,9 @@ TOOLS: dict[str, str] = {
 # Limits the runtime gives every container; higher ones are refused on these machines.
 ULIMITS = ("nofile=20000:20000", "nproc=32768:32768")
 LOCAL_CERTS = Path("/usr/local/share/ca-certificates")
+# Every build: Docker's image format (OCI drops HEALTHCHECK), the host's network (the
+# builds reach apt and pip), and never a registry (the base is the local stand-in).
+BUD = ("buildah", "bud", "--format", "docker", "--network", "host", "--pull=never")
 SUITE = "bookworm"
 
 
@@ -240,13 +243,7 @@ class Engine:
                 shutil.copy(LOCAL_CERTS / cert, Path(context, cert))
             Path(context, "Containerfile").write_text(standin_containerfile(debian, certs))
             self.run(
-                "buildah",
-                "bud",
-                "--format",
-                "docker",
-                "--network",
-                "host",
-                "--pull=never",
+                *BUD,
                 "-t",
                 name,
                 "-f",
@@ -302,13 +299,7 @@ class Engine:
         started = time.monotonic()
         args = [a for b in build_args for a in ("--build-arg", b)]
         self.run(
-            "buildah",
-            "bud",
-            "--format",
-            "docker",
-            "--network",
-            "host",
-            "--pull=never",
+            *BUD,
             "--layers",
             "--force-rm",
             "--target",
