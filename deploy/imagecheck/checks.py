@@ -9,7 +9,6 @@ table is scanned. The comparisons are pure functions (tests/deploy/test_image_ch
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 import botocore.session
 from botocore.config import Config
 
+from consumer.cli.harness import wait_until
 from consumer.cli.reconcile import ArchiveView, read_archive
 from consumer.leases.dynamo import is_lease, lease_from_item
 from consumer.leases.model import Lease
@@ -46,15 +46,13 @@ def client(service: str, endpoint: str) -> Any:
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, step: float = 1.0) -> T:
-    """Poll ``probe`` until it returns something other than None; raise after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found is not None:
-            return found
-        if time.monotonic() > deadline:
-            raise CheckError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(step)
+    """Poll ``probe`` until it answers (the harness's :func:`wait_until`); a timeout is a
+    :class:`CheckError`."""
+    try:
+        found: T = wait_until(probe, timeout, what, step)
+    except AssertionError as exc:
+        raise CheckError(str(exc)) from None
+    return found
 
 
 def stream_records(kinesis: Any, stream: str) -> dict[Place, bytes]:

@@ -297,7 +297,7 @@ def run(engine: Engine, repo: Path, endpoints: Mapping[str, str], workdir: Path)
         _check_table(engine, folders["out"], view.days, checks.event_ids(records))
         say("compose: compaction (compact, analyse, maintain) exited 0; one row per event id")
     finally:
-        _save_logs(engine, compose, workdir)
+        engine.save_logs(project_containers(engine), workdir / "logs")
         compose("--profile", "smoke", "--profile", "batch", "down", "-v", "-t", "5", check=False)
 
 
@@ -316,11 +316,3 @@ def _check_table(engine: Engine, out: Path, days: set[str], ids: set[str]) -> No
     reports = sorted((out / "reports").rglob("report.html"))
     if len(reports) < len(days):
         raise CheckError(f"compose compaction: {len(reports)} reports for {len(days)} days")
-
-
-def _save_logs(engine: Engine, compose: Compose, workdir: Path) -> None:
-    logs = workdir / "logs"
-    logs.mkdir(exist_ok=True)
-    for name in project_containers(engine):
-        out = engine.run("podman", "logs", name, check=False, quiet=True)
-        (logs / f"{name}.log").write_text((out.stdout or "") + (out.stderr or ""))

@@ -220,6 +220,13 @@ class Engine:
         """``podman ARGS``; its stdout."""
         return self.run("podman", *args, check=check, quiet=True).stdout.strip()
 
+    def save_logs(self, names: Sequence[str], folder: Path) -> None:
+        """Each container's output (stdout and stderr) to ``folder/NAME.log``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            out = self.run("podman", "logs", name, check=False, quiet=True)
+            (folder / f"{name}.log").write_text((out.stdout or "") + (out.stderr or ""))
+
     def exists(self, image: str) -> bool:
         """Whether ``image`` is in this storage."""
         return self.run("podman", "image", "exists", image, check=False, quiet=True).returncode == 0

@@ -168,11 +168,8 @@ class Smoke:
 
     def cleanup(self) -> None:
         """Save each container's log under the work folder, then remove it."""
-        logs = self.workdir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        self.engine.save_logs(self.containers, self.workdir / "logs")
         for name in self.containers:
-            out = self.engine.run("podman", "logs", name, check=False, quiet=True)
-            (logs / f"{name}.log").write_text((out.stdout or "") + (out.stderr or ""))
             self.engine.run("podman", "rm", "-f", "-t", "2", name, check=False, quiet=True)
         self.containers.clear()
 
