@@ -41,7 +41,8 @@ def _wait_settled(cluster: Cluster, expected: list[int], timeout: float, what: s
         wait_until(lambda: _settled(cluster, expected), timeout, what)
     except AssertionError as exc:
         leases = {
-            key: (lease["owner"], lease["checkpoint"]) for key, lease in cluster.leases().items()
+            key[-3:]: {k: v for k, v in lease.items() if v is not None}
+            for key, lease in cluster.leases().items()
         }
         alive = {name: proc.poll() for name, proc in cluster.procs.items()}
         raise AssertionError(

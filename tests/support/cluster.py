@@ -225,6 +225,9 @@ class Cluster:
                 "owner": item.get("leaseOwner", {}).get("S"),
                 "counter": int(item["leaseCounter"]["N"]),
                 "checkpoint": item.get("checkpoint", {}).get("S"),
+                "handoff_to": item.get("handoffTo", {}).get("S"),
+                "handoff_ack": item.get("handoffAck", {}).get("S"),
+                "kbps": item.get("throughputKBps", {}).get("N"),
             }
             for item in items
             # Worker-id claims and the board share the table; they are not shard leases.
