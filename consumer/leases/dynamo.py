@@ -216,19 +216,17 @@ class DynamoLeaseStore(DynamoBoard):
 
     @aws_errors
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
-        """Write ``handoffTo`` if the lease is unchanged and no request is pending."""
-        values = {
-            ":to": {"S": to},
-            ":counter": {"N": str(lease.counter)},
-            ":owner": {"S": lease.owner or ""},
-        }
+        """Write ``handoffTo`` if the lease still has the owner the caller saw and no
+        request is pending. Not the counter: a busy owner checkpoints several times a
+        second, and a request conditional on the counter it read would lose that race
+        again and again (the request changes nothing the owner's fenced writes check)."""
+        values = {":to": {"S": to}, ":owner": {"S": lease.owner or ""}}
         pending = "attribute_not_exists(handoffTo)"
         if replacing is not None:
             pending = "(attribute_not_exists(handoffTo) OR handoffTo = :stale)"
             values[":stale"] = {"S": replacing}
-        return await self._if(
-            lease.key, "SET handoffTo = :to REMOVE handoffAck", f"{_OWNED} AND {pending}", values
-        )
+        condition = f"leaseOwner = :owner AND {pending}"
+        return await self._if(lease.key, "SET handoffTo = :to REMOVE handoffAck", condition, values)
 
     @aws_errors
     async def acknowledge(self, key: str, to: str) -> bool:

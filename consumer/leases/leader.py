@@ -222,27 +222,18 @@ class Leader:
 
     async def _ask(self, lease: Lease, to: str) -> bool:
         """Ask a lease's owner to hand it to ``to`` (replacing a request to a worker
-        that is gone, as the view shows it)."""
+        that is gone, as the view shows it). Refused only when the owner changed or a
+        request someone else made meanwhile stands (the owner's own, when it leaves):
+        the lease is read again and the next pass plans with it."""
         w = self.worker
-        for attempt in range(2):
-            stale = lease.handoff_to
-            if await w.store.request_handoff(lease, to, replacing=stale):
-                self.view[lease.key] = lease.evolve(handoff_to=to, handoff_ack=None)
-                if w.metrics is not None:
-                    w.metrics.leases_stolen.inc()
-                self._log.info(
-                    "lease hand-off requested", shard_id=lease.key, owner=lease.owner, to=to
-                )
-                return True
-            fresh = await self._reread_lease(lease.key)
-            # Retried only when the counter alone moved: a request that someone else
-            # (the owner itself, when it leaves) made meanwhile stands.
-            if fresh is None or attempt or fresh.owner != lease.owner:
-                return False
-            if fresh.handoff_to != lease.handoff_to:
-                return False
-            lease = fresh
-        return False
+        if not await w.store.request_handoff(lease, to, replacing=lease.handoff_to):
+            await self._reread_lease(lease.key)
+            return False
+        self.view[lease.key] = lease.evolve(handoff_to=to, handoff_ack=None)
+        if w.metrics is not None:
+            w.metrics.leases_stolen.inc()
+        self._log.info("lease hand-off requested", shard_id=lease.key, owner=lease.owner, to=to)
+        return True
 
     async def _reread_lease(self, key: str) -> Lease | None:
         """One lease read again (strongly), into the view; None if it is gone."""

@@ -136,12 +136,12 @@ class MemoryLeaseStore:
         return done
 
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
-        """Mark a hand-off request if the lease is unchanged and none is pending."""
-        try:
-            table = self._fenced(lease)
-        except LeaseLostError:
+        """Mark a hand-off request if the owner is the one seen and none is pending."""
+        table = self._table()
+        current = table.get(lease.key)
+        if current is None or lease.owner is None or current.owner != lease.owner:
             return False
-        pending = table[lease.key].handoff_to
+        pending = current.handoff_to
         if pending is not None and (replacing is None or pending != replacing):
             return False
         table[lease.key] = table[lease.key].evolve(handoff_to=to, handoff_ack=None)

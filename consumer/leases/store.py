@@ -60,8 +60,9 @@ class LeaseStore(Protocol):
         and owner; counter + 1."""
 
     async def request_handoff(self, lease: Lease, to: str, *, replacing: str | None = None) -> bool:
-        """Ask the owner to hand the lease to ``to``; False if it changed meanwhile or a
-        request is pending (one naming ``replacing``, a receiver that died, is replaced)."""
+        """Ask the owner to hand the lease to ``to``; False if the lease has another owner
+        by now or a request is pending (one naming ``replacing``, a receiver that died,
+        is replaced). The owner's checkpoints meanwhile do not refuse it."""
 
     async def acknowledge(self, key: str, to: str) -> bool:
         """The receiver named in ``handoffTo`` says it is ready; False if not named."""

@@ -127,6 +127,30 @@ async def test_handoff_request_transfer_and_take(table: Table) -> None:
     assert taken.owner == "w2"
 
 
+async def test_a_request_stands_on_a_busy_owner_but_not_on_a_new_one(table: Table) -> None:
+    """A hand-off request asked from a read the owner's checkpoints have since passed
+    is written (a busy shard checkpoints several times a second, and a request that
+    had to match the counter lost that race on every pass); once another worker owns
+    the lease, the request is refused."""
+    store = table.store
+    await store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    mine = await store.take(await _one(store, "s-1"), "w1")
+    observed = await _one(store, "s-1")
+    moved_on = await store.checkpoint(mine, Position(5))
+    assert moved_on.counter > observed.counter
+    assert await store.request_handoff(observed, "w2")
+    asked = await _one(store, "s-1")
+    assert (asked.owner, asked.counter, asked.handoff_to) == ("w1", moved_on.counter, "w2")
+    assert (await store.renew(moved_on)).handoff_to == "w2"  # the request fences nothing
+    assert await store.withdraw("s-1", "w2")
+
+    taken = await store.take(await _one(store, "s-1"), "w3")
+    assert not await store.request_handoff(observed, "w2")  # w1 is no longer the owner
+    assert (await _one(store, "s-1")).handoff_to is None
+    await store.release(taken)
+    assert not await store.request_handoff(taken, "w2")  # nobody owns it: take it instead
+
+
 async def test_a_withdrawn_request_refuses_the_transfer(table: Table) -> None:
     """A receiver that stops withdraws its request (and acknowledgement); a transfer
     after that is refused with the lease unchanged, so its owner releases it instead.
