@@ -21,11 +21,12 @@ import pytest
 import pytest_asyncio
 from hypothesis import settings
 
-from consumer.aws import Clients
+from consumer.aws import Clients, aws_session, client_config
 from consumer.cli.emulators import LocalStack
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from types_aiobotocore_kinesis import KinesisClient
 
 # No wall-clock deadlines: on a shared 2-core CI machine a trivial example can take
 # 700 ms once, and a timing is not what these properties are about.
@@ -115,6 +116,31 @@ def local_stack() -> Iterator[LocalStack]:
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def fanout_stack() -> Iterator[LocalStack]:
+    """A second stack whose Kinesis is kinesis-local: the emulator with enhanced fan-out."""
+    stack = LocalStack(kinesis="kinesis-local").start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def fanout_kinesis(fanout_stack: LocalStack) -> AsyncIterator[KinesisClient]:
+    """A Kinesis client on kinesis-local (the tolerant event-stream parser included)."""
+    env = fanout_stack.env()
+    async with aws_session().create_client(
+        "kinesis",
+        region_name=env["AWS_REGION"],
+        endpoint_url=env["AWS_ENDPOINT_URL_KINESIS"],
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        config=client_config(),
+    ) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

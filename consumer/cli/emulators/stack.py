@@ -1,5 +1,8 @@
 """The embedded local AWS stack: kinesalite for Kinesis, moto for DynamoDB and S3.
 
+``LocalStack(kinesis="kinesis-local")`` serves Kinesis with kinesis-local instead: the
+emulator with enhanced fan-out (SubscribeToShard), slower as shards fill.
+
 Both emulators run as plain child processes on 127.0.0.1 with ephemeral ports (see
 EMULATORS.md for why these two). We stop exactly the processes we started, by PID.
 Each child also exits by itself when its stdin pipe closes, so a parent that dies
@@ -31,6 +34,8 @@ from botocore.config import Config
 EMULATORS_DIR = Path(__file__).resolve().parent
 NODE_MODULES = EMULATORS_DIR / "node_modules"
 KINESALITE_LAUNCHER = EMULATORS_DIR / "kinesalite_server.js"
+KINESIS_LOCAL_LAUNCHER = EMULATORS_DIR / "kinesis_local_server.js"
+KINESIS_EMULATORS = ("kinesalite", "kinesis-local")
 HOST = "127.0.0.1"
 REGION = "us-east-1"
 # Emulators accept any credentials; fixed values keep runs reproducible and make it
@@ -164,8 +169,13 @@ class LocalStack:
         startup_timeout: float = 60.0,
         stop_timeout: float = 5.0,
         kinesalite_options: Mapping[str, int] | None = None,
+        kinesis: str = "kinesalite",
     ) -> None:
-        """``kinesalite_options`` override the launcher's flags, e.g. ``{"createStreamMs": 0}``."""
+        """``kinesalite_options`` override the launcher's flags, e.g. ``{"createStreamMs": 0}``;
+        ``kinesis`` picks the Kinesis emulator (kinesalite, or kinesis-local for fan-out)."""
+        if kinesis not in KINESIS_EMULATORS:
+            raise LocalStackError(f"unknown Kinesis emulator {kinesis!r}: {KINESIS_EMULATORS}")
+        self.kinesis = kinesis
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.kinesalite_options = dict(kinesalite_options or {})
@@ -183,17 +193,19 @@ class LocalStack:
             node = shutil.which("node")
             if node is None:
                 raise LocalStackError("node not found on PATH: install Node.js 20 or later")
-            if not (NODE_MODULES / "kinesalite" / "package.json").is_file():
+            if not (NODE_MODULES / self.kinesis / "package.json").is_file():
                 raise LocalStackError(
-                    f"kinesalite is not installed in {NODE_MODULES}: run `make emulators` "
+                    f"{self.kinesis} is not installed in {NODE_MODULES}: run `make emulators` "
                     "(or `lander local-stack --install`)"
                 )
             atexit.register(self.stop)
             try:
-                flags = [f"--{k}={v}" for k, v in self.kinesalite_options.items()]
-                self._kinesalite = _Child.spawn(
-                    "kinesalite", [node, str(KINESALITE_LAUNCHER), *flags]
-                )
+                if self.kinesis == "kinesis-local":
+                    argv = [node, str(KINESIS_LOCAL_LAUNCHER)]
+                else:
+                    flags = [f"--{k}={v}" for k, v in self.kinesalite_options.items()]
+                    argv = [node, str(KINESALITE_LAUNCHER), *flags]
+                self._kinesalite = _Child.spawn(self.kinesis, argv)
                 self._moto = _Child.spawn(
                     "moto",
                     [sys.executable, "-m", "consumer.cli.emulators.moto_server"],
@@ -276,7 +288,7 @@ class LocalStack:
 
     @property
     def kinesis_endpoint(self) -> str:
-        """URL of kinesalite."""
+        """URL of the Kinesis emulator (kinesalite or kinesis-local)."""
         return self._url(self._require(self._kinesalite))
 
     @property
