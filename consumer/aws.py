@@ -20,6 +20,8 @@ from aiobotocore.session import AioSession, get_session
 from botocore.exceptions import ClientError
 from botocore.utils import parse_timestamp
 
+from consumer.eventstream import TolerantParserFactory
+
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb import DynamoDBClient
     from types_aiobotocore_kinesis import KinesisClient
@@ -53,10 +55,13 @@ def epoch_timestamp(value: Any) -> datetime:
 
 
 def aws_session() -> AioSession:
-    """An aiobotocore session whose clients parse timestamps with :func:`epoch_timestamp`."""
+    """An aiobotocore session whose clients parse timestamps with :func:`epoch_timestamp`
+    and read event streams with or without an initial response
+    (:mod:`consumer.eventstream`)."""
     session = get_session()
-    factory = session.get_component("response_parser_factory")
+    factory = TolerantParserFactory()
     factory.set_parser_defaults(timestamp_parser=epoch_timestamp)
+    session.register_component("response_parser_factory", factory)
     return session
 
 

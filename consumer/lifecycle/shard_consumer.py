@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import enum
 from collections import deque
 from collections.abc import Callable
@@ -309,10 +310,13 @@ class ShardConsumer:
 
     async def _fetch(self, pages: asyncio.Queue[Batch | BaseException | None]) -> None:
         try:
-            async for batch in self.reader.batches():
-                await pages.put(batch)
-                if batch.shard_end:
-                    return
+            # aclosing: a cancelled fetch closes the reader at once (a fan-out reader
+            # drops its subscription), not whenever the generator is collected.
+            async with contextlib.aclosing(self.reader.batches()) as batches:
+                async for batch in batches:
+                    await pages.put(batch)
+                    if batch.shard_end:
+                        return
             await pages.put(None)
         except asyncio.CancelledError:
             raise

@@ -43,7 +43,7 @@ class KinesisStream:
             try:
                 page = await self._client.list_shards(**kwargs)
             except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
-                _raise(exc)
+                raise_stream_error(exc)
             for raw in page.get("Shards", []):
                 parents = {raw.get("ParentShardId"), raw.get("AdjacentParentShardId")}
                 shards.append(
@@ -71,7 +71,7 @@ class KinesisStream:
         try:
             response = await self._client.get_shard_iterator(**kwargs)
         except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
-            _raise(exc)
+            raise_stream_error(exc)
         return response["ShardIterator"]
 
     async def get_records(self, iterator: str, limit: int) -> RecordsPage:
@@ -79,7 +79,7 @@ class KinesisStream:
         try:
             response = await self._client.get_records(ShardIterator=iterator, Limit=limit)
         except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
-            _raise(exc)
+            raise_stream_error(exc)
         records = [
             KinesisRecord(
                 sequence=parse_sequence_number(raw["SequenceNumber"]),
@@ -102,7 +102,8 @@ def _optional_str(raw: Mapping[str, object], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _raise(exc: BaseException) -> NoReturn:
+def raise_stream_error(exc: BaseException) -> NoReturn:
+    """Raise the stream error tree's class for a botocore (or network) failure."""
     code = error_code(exc)
     if code == "ExpiredIteratorException":
         raise IteratorExpiredError(str(exc)) from exc

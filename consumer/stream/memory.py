@@ -25,7 +25,7 @@ from consumer.stream import (
 )
 
 MAX_HASH = 2**128 - 1
-_SEQUENCE_BASE = 49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000
+SEQUENCE_BASE = 49_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000
 
 
 @dataclass
@@ -82,7 +82,7 @@ class MemoryStream:
             if not s.closed and s.start_hash <= hashed <= s.end_hash
         )
         self._next_sequence += 1
-        sequence = _SEQUENCE_BASE + self._next_sequence * 10**6
+        sequence = SEQUENCE_BASE + self._next_sequence * 10**6
         shard.records.append(
             KinesisRecord(
                 sequence=sequence,
@@ -132,11 +132,24 @@ class MemoryStream:
         """Every shard, parents and closed flag included."""
         return [Shard(s.shard_id, s.parents, s.closed) for s in self._shards.values()]
 
+    def shard(self, shard_id: str) -> _Shard | None:
+        """A shard by id (None if there is none)."""
+        return self._shards.get(shard_id)
+
+    def children(self, shard_id: str) -> list[_Shard]:
+        """The shards born of ``shard_id`` by a split or merge."""
+        return [s for s in self._shards.values() if shard_id in s.parents]
+
     async def get_iterator(self, shard_id: str, start: StartAt) -> str:
         """An opaque iterator: shard, index, generation."""
         shard = self._shards.get(shard_id)
         if shard is None:
             raise StreamNotFoundError(shard_id)
+        return f"{shard_id}|{self.index_at(shard, start)}|{self._generation}"
+
+    @staticmethod
+    def index_at(shard: _Shard, start: StartAt) -> int:
+        """The index in ``shard.records`` where ``start`` begins."""
         if start.position is not None:
             index = next(
                 (i for i, r in enumerate(shard.records) if r.sequence >= start.position.sequence),
@@ -152,7 +165,7 @@ class MemoryStream:
             )
         else:
             index = 0
-        return f"{shard_id}|{index}|{self._generation}"
+        return index
 
     async def get_records(self, iterator: str, limit: int) -> RecordsPage:
         """Records from the iterator; None as next iterator past a closed shard's end."""

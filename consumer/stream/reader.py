@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -74,7 +74,7 @@ class ShardReader:
         self.stopping = stopping or asyncio.Event()
         # Looked up now, not at import: a simulation's clock (bench/virtual_time.py) holds.
         self.clock = clock or time.monotonic
-        self.start = _start_at(checkpoint, timestamp)
+        self.start = start_at(checkpoint, timestamp)
         self.last: Position | None = checkpoint if isinstance(checkpoint, Position) else None
         """Position of the last record delivered (or checkpointed before we started)."""
         self._last_call = -MIN_CALL_INTERVAL
@@ -86,7 +86,7 @@ class ShardReader:
             return StartAt(kind=None, position=self.last)
         return self.start
 
-    async def batches(self) -> AsyncIterator[Batch]:
+    async def batches(self) -> AsyncGenerator[Batch, None]:
         """Yield batches until the shard ends or the reader is asked to stop."""
         iterator: str | None = None
         failures = 0
@@ -171,7 +171,8 @@ class ShardReader:
             await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
 
 
-def _start_at(checkpoint: Checkpoint, timestamp: datetime | None) -> StartAt:
+def start_at(checkpoint: Checkpoint, timestamp: datetime | None) -> StartAt:
+    """Where a reader starts from a checkpoint (and the initial timestamp)."""
     if isinstance(checkpoint, Position):
         return StartAt(kind=None, position=checkpoint)
     if checkpoint is Sentinel.AT_TIMESTAMP:

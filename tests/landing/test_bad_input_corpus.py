@@ -23,11 +23,11 @@ import re
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -43,7 +43,7 @@ from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
 from consumer.sequence import Position, Sentinel
 from consumer.stream.memory import MAX_HASH, MemoryStream
-from consumer.stream.reader import Batch, ShardReader
+from consumer.stream.reader import ShardReader
 from consumer.stream.records import Record
 from tests.support.cluster import Cluster
 from tests.support.corpus import CASES, MAX_RECORD, MODES, POINTER, Case, Mode, by_name, good
@@ -274,7 +274,7 @@ async def test_case_is_landed_or_dead_lettered_and_the_shard_moves_on(
     lander = Lander(_settings(mode), FileObjectStore(archive_root), "", metrics)
     await lander.initialize(InitializationInput(SHARD, "w1", Sentinel.TRIM_HORIZON))
     reader = ShardReader(stream, SHARD, Sentinel.TRIM_HORIZON, metrics=metrics)
-    pages = cast(AsyncGenerator[Batch, None], reader.batches())
+    pages = reader.batches()
     records = (await anext(pages)).records
     await pages.aclose()
 
