@@ -58,6 +58,7 @@ Coordination = Annotated[Literal["auto", "scan", "board"], CaseInsensitive]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensitive]
 PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
 GzipCodec = Annotated[Literal["auto", "zlib", "isal"], CaseInsensitive]
+ReadMode = Annotated[Literal["polling", "efo"], CaseInsensitive]
 
 
 def default_worker_id() -> str:
@@ -118,6 +119,21 @@ class Settings(BaseSettings):
         "board where none run, so a rolling upgrade of a scan fleet stays in scan until "
         "the fleet is stopped once. Every worker of a lease table must use the same mode: "
         "an explicit mode refuses to start beside live workers of the other.",
+    )
+    read_mode: ReadMode = Field(
+        default="polling",
+        description="How shards are read. polling: GetRecords, about five calls a second "
+        "per shard, shared with every other reader of the stream (2 MB/s per shard in "
+        "all). efo: enhanced fan-out (SubscribeToShard): a registered stream consumer "
+        "gets its own 2 MB/s per shard and records pushed about 70 ms after the put, "
+        "billed per consumer-shard hour and per GB (docs/consumer.md).",
+    )
+    efo_consumer: str | None = Field(
+        default=None,
+        description="Name of the stream consumer in efo mode (default: the lease table's "
+        "name, as KCL names it after the application). Registered at start if missing, "
+        "then waited for until ACTIVE; a worker never deregisters it "
+        "(`lander efo deregister` does).",
     )
     lease_sweep_seconds: float = Field(
         default=60.0,
@@ -245,6 +261,13 @@ class Settings(BaseSettings):
             raise ValueError("must be 3-255 characters of A-Z a-z 0-9 _ . -")
         return value
 
+    @field_validator("efo_consumer")
+    @classmethod
+    def _consumer_name(cls, value: str | None) -> str | None:
+        if value is not None and not _STREAM_NAME.match(value):
+            raise ValueError("must be 1-128 characters of A-Z a-z 0-9 _ . -")
+        return value
+
     @field_validator("initial_position")
     @classmethod
     def _initial_position(cls, value: str) -> str:
@@ -289,6 +312,16 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _efo_consumer(self) -> Settings:
+        if self.read_mode == "efo" and not _STREAM_NAME.match(self.consumer_name):
+            raise ValueError(
+                f"LANDER_EFO_CONSUMER is unset and the lease table's name "
+                f"({len(self.lease_table)} characters) is no stream consumer name "
+                "(1-128 characters of A-Z a-z 0-9 _ . -): set LANDER_EFO_CONSUMER"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _timings(self) -> Settings:
         if self.renew_seconds is not None and self.renew_seconds >= self.failover_seconds:
             raise ValueError(
@@ -312,6 +345,11 @@ class Settings(BaseSettings):
         keeps that within failover + renew.
         """
         return self.lease_scan_seconds or min(1.0, self.renew_interval / 2)
+
+    @property
+    def consumer_name(self) -> str:
+        """The stream consumer's name in efo mode."""
+        return self.efo_consumer or self.lease_table
 
     @property
     def start_position(self) -> tuple[Sentinel, datetime | None]:

@@ -23,6 +23,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from typing import Any
 
 import structlog
@@ -83,6 +84,7 @@ WORKER_FLAGS: dict[str, tuple[FlagSpec, ...]] = {
         "metrics_port",
     ),
     "status": ("stream", "lease_table", "failover_seconds"),
+    "efo": ("stream", "lease_table", "efo_consumer"),
 }
 """The fields of :class:`Settings` that ``lander run`` and ``lander status`` have flags for."""
 
@@ -192,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
 
+    from consumer.cli.efo import add_efo_command
+
+    add_efo_command(commands, WORKER_FLAGS["efo"])
+
     stack = commands.add_parser(
         "local-stack",
         help="start the embedded local AWS stack (Kinesis, DynamoDB, S3) on loopback",
@@ -233,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_run(settings, check_only=args.check))
     if args.command == "status":
         return asyncio.run(_status(settings, as_json=args.json))
+    if args.command == "efo":
+        from consumer.cli.efo import efo_command
+
+        return asyncio.run(efo_command(settings, args.action))
     raise AssertionError(args.command)  # pragma: no cover
 
 
@@ -242,6 +252,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 async def _status(settings: Settings, *, as_json: bool) -> int:
     from consumer.aws import Clients, error_code
+    from consumer.cli.efo import read_mode_line, read_mode_status
     from consumer.cli.status import board_lines, render_json, render_table, shard_rows
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.model import wall_ms
@@ -269,6 +280,7 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         except StreamError as exc:
             print(f"lander: cannot list the shards of {settings.stream}: {exc}", file=sys.stderr)
             return 1
+        mode = await read_mode_status(settings, clients)
     now = wall_ms()
     rows = shard_rows(
         leases,
@@ -279,9 +291,10 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         board=board,
     )
     if as_json:
-        print(render_json(rows, settings.stream, settings.lease_table, now, board))
+        print(render_json(rows, settings.stream, settings.lease_table, now, board, read_mode=mode))
     else:
         print(render_table(rows, settings.stream, settings.lease_table))
+        print(read_mode_line(mode))
         if board.slots:
             print(f"board coordination: {len(board.slots)} workers on the board")
             print("\n".join(board_lines(board, now)))
@@ -383,6 +396,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
         loop.add_signal_handler(signum, stop.set)
 
     from consumer.aws import Clients
+    from consumer.cli.efo import EfoStartError, start_fanout
     from consumer.errors import RefusedError
     from consumer.health import HealthServer
     from consumer.leases.dynamo import DynamoLeaseStore
@@ -393,7 +407,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     from consumer.preflight import PreflightError, Target, preflight
     from consumer.stream.kinesis import KinesisStream
 
-    async with Clients() as clients:
+    async with Clients() as clients, AsyncExitStack() as exits:
         context = WorkerContext(settings, clients, LanderMetrics())
         try:
             loaded = load_processor(settings.processor, context)
@@ -429,6 +443,13 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             processor=settings.processor,
             hot_path=hot_path_mode(),
         )
+        fanout = None
+        if settings.read_mode == "efo":
+            try:
+                fanout = await start_fanout(settings, passed.shards, exits, check_only=check_only)
+            except EfoStartError as exc:
+                print(f"lander: {exc}", file=sys.stderr)
+                return EXIT_REFUSED
         if check_only:
             print(
                 f"lander: start-up checks passed: stream {settings.stream} ({passed.shards} "
@@ -437,7 +458,13 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             )
             return 0
         worker = Worker(
-            settings, store, stream, loaded.factory, metrics=context.metrics, probe=loaded.probe
+            settings,
+            store,
+            stream,
+            loaded.factory,
+            metrics=context.metrics,
+            probe=loaded.probe,
+            fanout=fanout,
         )
         server = None
         if settings.metrics_port is not None:

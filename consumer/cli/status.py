@@ -215,15 +215,19 @@ def render_json(
     table: str,
     now_ms: int,
     board: Board | None = None,
+    *,
+    read_mode: dict[str, str | None] | None = None,
 ) -> str:
     """The same rows as one JSON document (for scripts and ``jq``), with the board's
-    workers under board coordination."""
+    workers under board coordination and the read mode (efo: the stream consumer)."""
     document: dict[str, object] = {
         "stream": stream,
         "lease_table": table,
         "generated_at_ms": now_ms,
         "shards": [asdict(row) for row in rows],
     }
+    if read_mode is not None:
+        document["read_mode"] = read_mode
     if board is not None and board.slots:
         document["workers"] = [
             {"worker": worker, **asdict(slot)}

@@ -42,8 +42,10 @@ from consumer.lifecycle.processor import (
 )
 from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import StreamClient
+from consumer.stream.fanout import FanOutReading
 from consumer.stream.reader import Batch, ShardReader
 from consumer.stream.records import Record
+from consumer.stream.subscriber import SubscriptionReader
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
@@ -183,6 +185,7 @@ class ShardConsumer:
         idle_seconds: float = 1.0,
         metrics: LanderMetrics | None = None,
         progress: ShardProgress | None = None,
+        fanout: FanOutReading | None = None,
     ) -> None:
         self.shard_id = shard_id
         self.progress = progress or ShardProgress()
@@ -194,16 +197,29 @@ class ShardConsumer:
         self.processor = processor
         self.state = State.INITIALIZING
         self.stopping = asyncio.Event()
-        self.reader = ShardReader(
-            stream,
-            shard_id,
-            coordinator.lease(shard_id).checkpoint,
-            timestamp=timestamp,
-            limit=limit,
-            idle_seconds=idle_seconds,
-            stopping=self.stopping,
-            metrics=metrics,
-        )
+        self.reader: ShardReader | SubscriptionReader
+        if fanout is None:
+            self.reader = ShardReader(
+                stream,
+                shard_id,
+                coordinator.lease(shard_id).checkpoint,
+                timestamp=timestamp,
+                limit=limit,
+                idle_seconds=idle_seconds,
+                stopping=self.stopping,
+                metrics=metrics,
+            )
+        else:  # efo: the same batches, pushed through SubscribeToShard
+            self.reader = SubscriptionReader(
+                stream,
+                fanout.client,
+                fanout.consumer,
+                shard_id,
+                coordinator.lease(shard_id).checkpoint,
+                timestamp=timestamp,
+                stopping=self.stopping,
+                metrics=metrics,
+            )
         start = coordinator.lease(shard_id).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None
         """The last position handed to the processor (the reader may be further on)."""

@@ -58,6 +58,7 @@ from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.metrics import LanderMetrics, version
 from consumer.stream import StreamClient, StreamNotFoundError
+from consumer.stream.fanout import FanOutReading
 from consumer.stream.shards import CREATE_BATCH, ShardSyncer
 
 log = structlog.get_logger("consumer.lifecycle.worker")
@@ -107,8 +108,11 @@ class Worker:
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
         probe: Probe | None = None,
+        fanout: FanOutReading | None = None,
     ) -> None:
         self.settings = settings
+        self.fanout = fanout
+        """Set in efo read mode: shards are read through SubscribeToShard."""
         self.metrics = metrics or LanderMetrics()
         self.worker_id = settings.worker_id
         self.stream = stream
@@ -573,6 +577,7 @@ class Worker:
                     idle_seconds=self.settings.poll_idle_seconds,
                     metrics=self.metrics,
                     progress=progress,
+                    fanout=self.fanout,
                 )
                 if self._stopping.is_set() or held.handoff_to or self.unfit is not None:
                     consumer.request_stop()

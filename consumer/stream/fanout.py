@@ -19,8 +19,10 @@ property-tested:
 
 from __future__ import annotations
 
+import asyncio
 import enum
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -144,3 +146,50 @@ def judge(shard_id: str, event: ShardEvent) -> Judged:
     if children:
         return Judged(Verdict.INVALID, "child shards with a continuation")
     return Judged(Verdict.CONTINUE)
+
+
+@dataclass(frozen=True, slots=True)
+class FanOutReading:
+    """What a worker in efo mode reads with: the client and its ACTIVE consumer."""
+
+    client: FanOutClient
+    consumer: StreamConsumer
+
+
+class ConsumerNotActiveError(StreamError):
+    """The stream consumer did not become ACTIVE in time (or could not be registered)."""
+
+
+async def ensure_consumer(
+    fanout: FanOutClient,
+    name: str,
+    *,
+    within: float = 120.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> StreamConsumer:
+    """Register ``name`` (or find it) and wait until it is ACTIVE, for at most
+    ``within`` seconds. A consumer being deleted is waited out and registered again;
+    retriable errors (RegisterStreamConsumer allows five calls a second per stream, and
+    a fleet starts at once) are retried until then; others are raised as they come."""
+    deadline = clock() + within
+    delay = 0.25
+    last = "not registered"
+    while True:
+        try:
+            found = await fanout.describe_consumer(name)
+            if found is None:
+                found = await fanout.register_consumer(name)
+            if found.status == "ACTIVE":
+                return found
+            last = found.status
+        except StreamError as exc:
+            if not exc.retriable:
+                raise
+            last = f"failing: {exc}"
+        if clock() >= deadline:
+            raise ConsumerNotActiveError(
+                f"stream consumer {name!r} is not ACTIVE after {within:g} s ({last})"
+            )
+        await sleep(delay)
+        delay = min(2.0, delay * 2)

@@ -48,6 +48,7 @@ from consumer.stream.fanout import (
     ShardEvent,
     StreamConsumer,
     Subscription,
+    SubscriptionInUseError,
     Verdict,
     judge,
 )
@@ -65,6 +66,8 @@ SILENCE_SECONDS = 30.0
 """A subscription that sends nothing for this long is restarted. Kinesis sends an
 event at least every few seconds even when the shard is quiet."""
 MIN_SUBSCRIBE_INTERVAL = 1.0
+IN_USE_EXPECTED = 4
+"""ResourceInUse refusals in a row logged at info (a hand-off's takeover), not warning."""
 """Kinesis allows one SubscribeToShard a second per consumer and shard."""
 
 
@@ -261,7 +264,11 @@ class SubscriptionReader:
 
     async def _back_off(self, exc: StreamError, failures: int) -> None:
         delay = backoff(failures, base=self.retry_base, cap=10 * self.retry_base)
-        self._log.warning(
+        # A shard just handed over: the previous owner's subscription counts as live
+        # for up to five seconds (AWS and kinesis-local), so the first refusals are
+        # expected, not worth a warning.
+        expected = isinstance(exc, SubscriptionInUseError) and failures <= IN_USE_EXPECTED
+        (self._log.info if expected else self._log.warning)(
             "SubscribeToShard failed; backing off",
             error=type(exc).__name__,
             detail=str(exc)[:300],
