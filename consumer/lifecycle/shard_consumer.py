@@ -45,7 +45,7 @@ from consumer.stream import StreamClient
 from consumer.stream.fanout import FanOutReading
 from consumer.stream.reader import Batch, ShardReader
 from consumer.stream.records import Record
-from consumer.stream.subscriber import SubscriptionReader
+from consumer.stream.subscriber import END_CHECK_SECONDS, SubscriptionReader
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
@@ -186,6 +186,7 @@ class ShardConsumer:
         metrics: LanderMetrics | None = None,
         progress: ShardProgress | None = None,
         fanout: FanOutReading | None = None,
+        end_check_seconds: float = END_CHECK_SECONDS,
     ) -> None:
         self.shard_id = shard_id
         self.progress = progress or ShardProgress()
@@ -219,6 +220,7 @@ class ShardConsumer:
                 timestamp=timestamp,
                 stopping=self.stopping,
                 metrics=metrics,
+                end_check_seconds=end_check_seconds,
             )
         start = coordinator.lease(shard_id).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None

@@ -578,6 +578,10 @@ class Worker:
                     metrics=self.metrics,
                     progress=progress,
                     fanout=self.fanout,
+                    # A quiet fan-out shard is asked whether it ended as often as the
+                    # shards are listed (kinesis-local never ends a closed shard's
+                    # subscription; AWS does).
+                    end_check_seconds=self.settings.shard_sync_seconds,
                 )
                 if self._stopping.is_set() or held.handoff_to or self.unfit is not None:
                     consumer.request_stop()

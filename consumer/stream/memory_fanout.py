@@ -42,6 +42,8 @@ class Faults:
     """Shard-end events sent without child shards (KCL's invalid combination)."""
     false_ends: int = 0
     """Events that claim the end (no continuation, no child shards) of an open shard."""
+    endless: bool = False
+    """Closed shards never end their subscriptions (kinesis-local): empty events for ever."""
 
 
 class MemoryFanOut:
@@ -176,7 +178,7 @@ class _Subscription:
             return ShardEvent([], None, 0, None)
         records = shard.records[self.index : self.index + 10_000]
         self.index += len(records)
-        if shard.closed and self.index >= len(shard.records):
+        if shard.closed and self.index >= len(shard.records) and not self.owner.faults.endless:
             children: tuple[ChildShard, ...] | None = tuple(
                 ChildShard(s.shard_id, s.parents) for s in self.owner.stream.children(self.shard_id)
             )

@@ -19,6 +19,9 @@ KPL de-aggregation and the processor contract do not change. Inside:
   throttling, timeouts and connection errors: back off and subscribe again.
 - ``ResourceNotFound``: the shard is looked up. Gone from the stream's listing (past
   retention) is the shard's end; listed means the consumer is missing, a clear error.
+- A shard whose events have been empty and caught up for :data:`END_CHECK_SECONDS` is
+  asked with one GetRecords whether it has ended (then again every such interval): a
+  closed shard whose subscription never ends (kinesis-local) still ends.
 - A subscription that delivers nothing, not even an empty event, for
   :data:`SILENCE_SECONDS` is cancelled and started again (KCL #463: shards that
   silently stop consuming).
@@ -66,6 +69,10 @@ SILENCE_SECONDS = 30.0
 """A subscription that sends nothing for this long is restarted. Kinesis sends an
 event at least every few seconds even when the shard is quiet."""
 MIN_SUBSCRIBE_INTERVAL = 1.0
+END_CHECK_SECONDS = 30.0
+"""Quiet time after which a shard is asked (one GetRecords) whether it has ended."""
+END_CHECK_PAGES = 3
+"""GetRecords pages an end check follows (the last records, then the end)."""
 IN_USE_EXPECTED = 4
 """ResourceInUse refusals in a row logged at info (a hand-off's takeover), not warning."""
 """Kinesis allows one SubscribeToShard a second per consumer and shard."""
@@ -96,6 +103,7 @@ class SubscriptionReader:
         silence_seconds: float = SILENCE_SECONDS,
         subscribe_interval: float = MIN_SUBSCRIBE_INTERVAL,
         retry_base: float = 1.0,
+        end_check_seconds: float = END_CHECK_SECONDS,
         clock: Callable[[], float] | None = None,
         metrics: LanderMetrics | None = None,
     ) -> None:
@@ -107,6 +115,8 @@ class SubscriptionReader:
         self.silence_seconds = silence_seconds
         self.subscribe_interval = subscribe_interval
         self.retry_base = retry_base
+        self.end_check_seconds = end_check_seconds
+        self._quiet_since: float | None = None
         self.clock = clock or time.monotonic
         self.metrics = metrics
         self.start = start_at(checkpoint, timestamp)
@@ -198,6 +208,28 @@ class SubscriptionReader:
                 return
             self.continuation = item.continuation
             yield Batch(records, item.millis_behind)
+            if await self._quiet_and_closed(item):
+                ended = await self._ended_by_polling()
+                if ended is not None:
+                    yield ended
+                    return
+
+    async def _quiet_and_closed(self, event: ShardEvent) -> bool:
+        """Whether to ask GetRecords if the shard has ended: after END_CHECK_SECONDS of
+        empty, caught-up events (then again every END_CHECK_SECONDS). AWS ends a closed
+        shard's subscription with a last event; kinesis-local never does and keeps
+        sending empty ones, which would hold the children back for ever."""
+        now = self.clock()
+        if event.records or event.millis_behind:
+            self._quiet_since = None
+            return False
+        if self._quiet_since is None:
+            self._quiet_since = now
+            return False
+        if now - self._quiet_since < self.end_check_seconds:
+            return False
+        self._quiet_since = now
+        return True
 
     async def _next(
         self, queue: asyncio.Queue[ShardEvent | _Ended | BaseException]
@@ -241,21 +273,33 @@ class SubscriptionReader:
         return records
 
     async def _ended_by_polling(self) -> Batch | None:
-        """A shard-end event without child shards, confirmed (or not) by GetRecords
-        from the last delivered position: the shard's last batch if it ended."""
+        """Whether GetRecords from the last delivered position finds the shard closed
+        and read (following its iterator a few pages: the page with the last records
+        may still carry one); the shard's last batch if so, else None (nothing is
+        taken: the subscription delivers what is left)."""
+        records: list[Record] = []
+        last = self.last
         try:
             iterator = await self.stream.get_iterator(self.shard_id, self.resume_point())
-            page = await self.stream.get_records(iterator, 10_000)
+            for _ in range(END_CHECK_PAGES):
+                page = await self.stream.get_records(iterator, 10_000)
+                unpacked = unpack(self.shard_id, page.records, last)
+                if unpacked:
+                    records.extend(unpacked)
+                    last = unpacked[-1].position
+                if page.next_iterator is None:
+                    break
+                if not page.records:
+                    return None  # open, and read to its end
+                iterator = page.next_iterator
+            else:
+                return None
         except StreamError as exc:
             self._log.warning("could not check the shard's end", error=repr(exc)[:300])
             return None
-        if page.next_iterator is not None:
-            return None
-        records = unpack(self.shard_id, page.records, self.last)
-        if records:
-            self.last = records[-1].position
+        self.last = last
         self._log.info("shard ended (confirmed by GetRecords)")
-        return Batch(records, page.millis_behind, shard_end=True)
+        return Batch(records, 0, shard_end=True)
 
     async def _shard_gone(self) -> bool:
         """Whether the shard is no longer listed (trimmed past the retention period)."""

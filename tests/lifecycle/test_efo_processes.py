@@ -15,6 +15,7 @@ import pytest
 
 from consumer.cli.emulators import LocalStack
 from consumer.cli.harness import wait_until
+from tests.lifecycle.test_worker_processes import reshard_parents_before_children
 from tests.support.cluster import REPO, Cluster
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes]
@@ -76,3 +77,10 @@ def test_efo_workers_share_hand_off_and_deliver_everything_once(cluster: Cluster
     assert f"read mode: efo, stream consumer {cluster.table}: ACTIVE" in status.stdout
     gone = _lander(cluster, "efo", "deregister")
     assert "deregistered" in gone.stdout, gone.stderr
+
+
+def test_efo_resharding_reads_parents_before_children(cluster: Cluster) -> None:
+    """A split and a merge in efo mode on kinesis-local, whose subscriptions to a
+    closed shard never end: the quiet-shard check ends the parents, and every child
+    is read after them."""
+    reshard_parents_before_children(cluster)

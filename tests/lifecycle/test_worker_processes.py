@@ -154,7 +154,12 @@ def test_split_and_merge_every_record_parents_before_children(
 ) -> None:
     """Resharding during consumption: every record is processed, and each child's
     records only after all of its parents' records."""
-    cluster = make_cluster(2)
+    reshard_parents_before_children(make_cluster(2))
+
+
+def reshard_parents_before_children(cluster: Cluster) -> None:
+    """Split one of two shards, merge two of the open ones, while two workers read;
+    every record comes, children only after their parents (also run in efo mode)."""
     with cluster.producing(rate=100):
         cluster.start("w1")
         cluster.start("w2")

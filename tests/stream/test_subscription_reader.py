@@ -109,6 +109,25 @@ async def test_an_end_without_children_is_checked_with_getrecords() -> None:
     assert _data(batches) == [b"before"]
 
 
+async def test_a_closed_shard_whose_subscription_never_ends_still_ends() -> None:
+    """kinesis-local keeps sending empty events for a closed shard it has delivered
+    in full; after the quiet time one GetRecords finds the end. An open quiet shard is
+    asked too, and goes on."""
+    backend = _fast()
+    backend.memory_fanout.faults.endless = True
+    reader = await _reader(backend)
+    reader.end_check_seconds = 0.1
+    await backend.put(b"r0")
+    quiet = await _read(reader, lambda batches: len(batches) > 60)
+    assert not any(b.shard_end for b in quiet)
+    backend.memory.split(SHARD, MAX_HASH // 2)
+    reader = await _reader(backend, quiet[0].records[0].position)
+    reader.end_check_seconds = 0.1
+    batches = await _read(reader, lambda _: False)
+    assert batches[-1].shard_end
+    assert _data(batches) == []
+
+
 async def test_an_invalid_event_on_an_open_shard_restarts_not_ends() -> None:
     backend = _fast()
     backend.memory_fanout.faults.false_ends = 1
