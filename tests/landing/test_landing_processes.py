@@ -27,13 +27,22 @@ FAILOVER = 3.0
 LANDING = {"LANDER_FLUSH_SECONDS": "1", "LANDER_MAX_RECORDS_PER_FILE": "40"}
 
 
-@pytest.fixture
-def make_cluster(aws_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """Clusters landing into a fresh bucket; every worker is stopped by PID at the end."""
+@pytest.fixture(params=["polling", "efo"])
+def make_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[..., Cluster]]:
+    """Clusters landing into a fresh bucket, in each read mode (efo on kinesis-local);
+    every worker is stopped by PID at the end."""
     made: list[Cluster] = []
+    if request.param == "efo":
+        env: dict[str, str] = request.getfixturevalue("fanout_stack").env()
+        extra = {**LANDING, "LANDER_READ_MODE": "efo"}
+    else:
+        env = request.getfixturevalue("aws_env")
+        extra = dict(LANDING)
 
     def make(shards: int) -> Cluster:
-        cluster = Cluster(aws_env, tmp_path / f"c{len(made)}", shards, extra_env=dict(LANDING))
+        cluster = Cluster(env, tmp_path / f"c{len(made)}", shards, extra_env=dict(extra))
         cluster.with_archive()
         made.append(cluster)
         return cluster
