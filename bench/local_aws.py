@@ -51,10 +51,11 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def local_aws() -> Iterator[LocalAws]:
-    """Start a LocalStack, point this process at it, and yield where it is."""
+def local_aws(kinesis: str = "kinesalite") -> Iterator[LocalAws]:
+    """Start a LocalStack (``kinesis``: its Kinesis emulator), point this process at
+    it, and yield where it is."""
     saved = dict(os.environ)
-    stack = LocalStack().start()
+    stack = LocalStack(kinesis=kinesis).start()
     try:
         env = {
             **stack.env(),
