@@ -80,21 +80,23 @@ class KinesisStream:
             response = await self._client.get_records(ShardIterator=iterator, Limit=limit)
         except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
             raise_stream_error(exc)
-        records = [
-            KinesisRecord(
-                sequence=parse_sequence_number(raw["SequenceNumber"]),
-                partition_key=raw["PartitionKey"],
-                data=raw["Data"],
-                arrival=raw["ApproximateArrivalTimestamp"],
-                explicit_hash_key=_optional_str(raw, "ExplicitHashKey"),
-            )
-            for raw in response.get("Records", [])
-        ]
+        records = [to_record(raw) for raw in response.get("Records", [])]
         return RecordsPage(
             records=records,
             next_iterator=response.get("NextShardIterator"),
             millis_behind=response.get("MillisBehindLatest"),
         )
+
+
+def to_record(raw: Mapping[str, Any]) -> KinesisRecord:
+    """A record as GetRecords and SubscribeToShard events carry it, parsed by botocore."""
+    return KinesisRecord(
+        sequence=parse_sequence_number(raw["SequenceNumber"]),
+        partition_key=raw["PartitionKey"],
+        data=raw["Data"],
+        arrival=raw["ApproximateArrivalTimestamp"],
+        explicit_hash_key=_optional_str(raw, "ExplicitHashKey"),
+    )
 
 
 def _optional_str(raw: Mapping[str, object], key: str) -> str | None:

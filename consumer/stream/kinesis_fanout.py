@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import error_code
 from consumer.sequence import parse_sequence_number
-from consumer.stream import KinesisRecord, StartAt, TransientStreamError
+from consumer.stream import StartAt, TransientStreamError
 from consumer.stream.fanout import (
     ChildShard,
     ShardEvent,
@@ -25,7 +25,7 @@ from consumer.stream.fanout import (
     SubscriptionInUseError,
     starting_position,
 )
-from consumer.stream.kinesis import raise_stream_error
+from consumer.stream.kinesis import raise_stream_error, to_record
 
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient
@@ -130,16 +130,7 @@ class KinesisSubscription:
 
 def to_event(raw: Mapping[str, Any]) -> ShardEvent:
     """A parsed ``SubscribeToShardEvent`` as a :class:`ShardEvent`."""
-    records = [
-        KinesisRecord(
-            sequence=parse_sequence_number(r["SequenceNumber"]),
-            partition_key=r["PartitionKey"],
-            data=r["Data"],
-            arrival=r["ApproximateArrivalTimestamp"],
-            explicit_hash_key=r.get("ExplicitHashKey"),
-        )
-        for r in raw.get("Records") or []
-    ]
+    records = [to_record(r) for r in raw.get("Records") or []]
     continuation = raw.get("ContinuationSequenceNumber")
     children = raw.get("ChildShards")
     return ShardEvent(

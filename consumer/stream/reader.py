@@ -82,9 +82,7 @@ class ShardReader:
 
     def resume_point(self) -> StartAt:
         """Where a fresh iterator must start so that nothing is skipped."""
-        if self.last is not None:
-            return StartAt(kind=None, position=self.last)
-        return self.start
+        return resume_at(self.last, self.start)
 
     async def batches(self) -> AsyncGenerator[Batch, None]:
         """Yield batches until the shard ends or the reader is asked to stop."""
@@ -166,9 +164,19 @@ class ShardReader:
         self._last_call = self.clock()
 
     async def _nap(self, seconds: float) -> None:
-        """Sleep, but wake at once when asked to stop."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+        await nap(self.stopping, seconds)
+
+
+def resume_at(last: Position | None, start: StartAt) -> StartAt:
+    """Where a fresh iterator or subscription starts so that nothing is skipped: at the
+    last delivered position (its user records are dropped again), else at ``start``."""
+    return StartAt(kind=None, position=last) if last is not None else start
+
+
+async def nap(stopping: asyncio.Event, seconds: float) -> None:
+    """Sleep, but wake at once when ``stopping`` is set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), timeout=seconds)
 
 
 def start_at(checkpoint: Checkpoint, timestamp: datetime | None) -> StartAt:

@@ -34,7 +34,6 @@ KPL de-aggregation and the processor contract do not change. Inside:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from datetime import datetime
@@ -55,7 +54,7 @@ from consumer.stream.fanout import (
     Verdict,
     judge,
 )
-from consumer.stream.reader import Batch, start_at
+from consumer.stream.reader import Batch, nap, resume_at, start_at
 from consumer.stream.records import Record, unpack
 
 if TYPE_CHECKING:
@@ -132,9 +131,7 @@ class SubscriptionReader:
 
     def resume_point(self) -> StartAt:
         """Where a fresh subscription (or iterator) starts so that nothing is skipped."""
-        if self.last is not None:
-            return StartAt(kind=None, position=self.last)
-        return self.start
+        return resume_at(self.last, self.start)
 
     async def batches(self) -> AsyncGenerator[Batch, None]:
         """Yield batches until the shard ends or the reader is asked to stop."""
@@ -326,9 +323,7 @@ class SubscriptionReader:
         self.restarts[why] = self.restarts.get(why, 0) + 1
 
     async def _nap(self, seconds: float) -> None:
-        """Sleep, but wake at once when asked to stop."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+        await nap(self.stopping, seconds)
 
 
 async def _pump(
