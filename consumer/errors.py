@@ -18,7 +18,13 @@ clients that call AWS: each wraps them into its branch below::
     │   ├── IteratorExpiredError       retriable: a new iterator at the last position
     │   ├── ThrottledError             retriable: back off with jitter
     │   ├── TransientStreamError       retriable: 5xx, timeout, connection reset
-    │   └── StreamNotFoundError        the stream or shard does not exist
+    │   ├── StreamNotFoundError        the stream or shard does not exist
+    │   ├── SubscriptionInUseError     (consumer.stream.fanout) retriable: another
+    │   │                              live subscription to the shard (efo read mode)
+    │   ├── ConsumerNotFoundError      (consumer.stream.fanout) the stream consumer is
+    │   │                              not registered
+    │   └── ConsumerNotActiveError     (consumer.stream.fanout) it did not become
+    │                                  ACTIVE in time: the worker refuses to start
     ├── LeaseError                     consumer.leases.model: the lease table
     │   ├── LeaseLostError             a fenced write failed: stop the shard at once
     │   ├── TableMissingError          (consumer.leases.store) retriable: the table is

@@ -1,5 +1,5 @@
 """``python -m tests.chaos [--profile short|soak] [--minutes M] [--seed N]
-[--coordination scan|board]``."""
+[--coordination scan|board] [--read-mode polling|efo]``."""
 
 from __future__ import annotations
 
@@ -22,12 +22,16 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="replay a run (default: random)")
     parser.add_argument("--workdir", default=None, help="keep logs and archive here")
     parser.add_argument("--coordination", choices=("scan", "board"), default="scan")
+    parser.add_argument("--read-mode", choices=("polling", "efo"), default="polling")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
-    profile = (
-        replace(SHORT, coordination=args.coordination)
-        if args.profile == "short"
-        else soak(args.minutes, args.rate, args.coordination)
+    profile = replace(
+        (
+            replace(SHORT, coordination=args.coordination)
+            if args.profile == "short"
+            else soak(args.minutes, args.rate, args.coordination)
+        ),
+        read_mode=args.read_mode,
     )
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lander-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,10 @@ request to the emulator unless a seeded draw picks a fault:
 - ``hang``: nothing is answered for ``hang_seconds`` (past the client's read timeout),
   then the connection is closed.
 
+An event stream (SubscribeToShard, the efo read mode) is relayed chunk by chunk; it is
+cut (the connection aborted mid-stream) after its first chunk on ``lost``, and after
+any chunk with the ``reset`` probability.
+
 Everything it does is counted, so a run reports the faults it survived.
 """
 
@@ -42,6 +46,10 @@ _HOP_BY_HOP = {
     "content-length",
     "host",
 }
+
+
+EVENT_STREAM = "application/vnd.amazon.eventstream"
+"""SubscribeToShard's content type: relayed as it streams, and cut as a fault."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,14 +144,13 @@ class FaultProxy:
             return self._abort(request)
         if fault == "slow":
             await asyncio.sleep(random.uniform(0.2, self.rates.slow_seconds))
-        status, headers, payload = await self._forward(request, body)
-        if fault == "lost":
-            return self._abort(request)
-        return web.Response(status=status, headers=headers, body=payload)
+        return await self._forward(request, body, lost=fault == "lost")
 
     async def _forward(
-        self, request: web.Request, body: bytes
-    ) -> tuple[int, dict[str, str], bytes]:
+        self, request: web.Request, body: bytes, *, lost: bool
+    ) -> web.StreamResponse:
+        """Forward, and answer with the upstream's reply (or abort it, when ``lost``).
+        An event stream (SubscribeToShard) is relayed as it comes, not read whole."""
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         async with self._session.request(
@@ -152,10 +159,39 @@ class FaultProxy:
             headers=headers,
             data=body,
             allow_redirects=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=60),
         ) as reply:
-            payload = await reply.read()
             out = {k: v for k, v in reply.headers.items() if k.lower() not in _HOP_BY_HOP}
-            return reply.status, out, payload
+            if reply.headers.get("Content-Type", "").startswith(EVENT_STREAM):
+                return await self._relay(request, reply, out, lost=lost)
+            payload = await reply.read()
+        if lost:
+            return self._abort(request)
+        return web.Response(status=reply.status, headers=out, body=payload)
+
+    async def _relay(
+        self,
+        request: web.Request,
+        reply: aiohttp.ClientResponse,
+        headers: dict[str, str],
+        *,
+        lost: bool,
+    ) -> web.StreamResponse:
+        """Relay an event stream chunk by chunk. ``lost`` cuts it after the first chunk
+        (a subscription dropped mid-stream), as does a ``reset`` drawn per chunk."""
+        response = web.StreamResponse(status=reply.status, headers=headers)
+        await response.prepare(request)
+        async for chunk in reply.content.iter_any():
+            await response.write(chunk)
+            with self._lock:
+                self.counts["stream_chunks"] += 1
+                cut = lost or self.rates.reset > self._rng.random()
+                if cut:
+                    self.counts["stream_cut"] += 1
+            if cut:
+                return self._abort(request)
+        await response.write_eof()
+        return response
 
     @staticmethod
     def _abort(request: web.Request) -> web.StreamResponse:

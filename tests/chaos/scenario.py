@@ -84,6 +84,8 @@ class Profile:
     )
     catch_up_seconds: float = 240.0
     coordination: str = "scan"
+    read_mode: str = "polling"
+    """efo: workers read through SubscribeToShard, on kinesis-local."""
 
 
 SHORT = Profile("short", seconds=45, rate=400)
@@ -183,6 +185,8 @@ class Chaos:
         self.outcome = Outcome(seed, profile.name)
         if profile.coordination != "scan":
             self.outcome.replay_flags = f" --coordination {profile.coordination}"
+        if profile.read_mode != "polling":
+            self.outcome.replay_flags += f" --read-mode {profile.read_mode}"
         self.workers: dict[str, WorkerProcess] = {}
         self.retired: list[WorkerProcess] = []
         self.misconfigured: list[WorkerProcess] = []
@@ -197,7 +201,8 @@ class Chaos:
         """Run the profile, check the archive, compact, check the output."""
         started = time.monotonic()
         self.say(f"chaos {self.profile.name}: seed {self.seed}")
-        with LocalStack() as stack:
+        kinesis = "kinesis-local" if self.profile.read_mode == "efo" else "kinesalite"
+        with LocalStack(kinesis=kinesis) as stack:
             env = stack.env()
             self.direct = {s: self._client(env, s) for s in ("kinesis", "dynamodb", "s3")}
             proxies = [
@@ -254,6 +259,7 @@ class Chaos:
             "LANDER_METRICS_PORT": "0",
             "LANDER_LOG_FORMAT": "json",
             "LANDER_COORDINATION": self.profile.coordination,
+            "LANDER_READ_MODE": self.profile.read_mode,
         }
         endpoints = {f"AWS_ENDPOINT_URL_{p.service.upper()}": p.url for p in proxies}
         return {**clean, **env, **endpoints, **settings}

@@ -104,13 +104,22 @@ def test_lease_table_deleted_mid_run_archive_still_once(
     objects_before = len(cluster.archive_keys())
     cluster.dynamodb.delete_table(TableName=cluster.table)
     wait_until(lambda: len(cluster.leases()) == 2, 30, "the lease table to be rebuilt")
-    wait_until(
-        lambda: all(
-            lease["checkpoint"] not in ("TRIM_HORIZON", None) for lease in cluster.leases().values()
-        ),
-        30,
-        "the re-read to be checkpointed past what was landed",
-    )
+    try:
+        wait_until(
+            lambda: all(
+                lease["checkpoint"] not in ("TRIM_HORIZON", None)
+                for lease in cluster.leases().values()
+            ),
+            60,  # efo: each lease's new reader may first wait out a live subscription
+            "the re-read to be checkpointed past what was landed",
+        )
+    except AssertionError as exc:
+        refused = {
+            name: cluster.log_text(name).count("SubscribeToShard failed") for name in cluster.procs
+        }
+        raise AssertionError(
+            f"{exc}; leases {cluster.leases()}; subscribe refusals {refused}"
+        ) from None
     assert len(cluster.archive_keys()) == objects_before
     cluster.produce(100)
     cluster.wait_all_archived()
