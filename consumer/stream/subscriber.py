@@ -158,6 +158,7 @@ class SubscriptionReader:
                 maxsize=QUEUE_EVENTS
             )
             pump = asyncio.create_task(_pump(subscription, queue))
+            failed: StreamError | None = None
             try:
                 async for batch in self._consume(queue):
                     failures = 0
@@ -167,12 +168,14 @@ class SubscriptionReader:
             except StreamError as exc:
                 if not exc.retriable:
                     raise
-                failures += 1
-                await self._back_off(exc, failures)
-            finally:
+                failed = exc
+            finally:  # closed before any backoff: no connection outlives its use
                 pump.cancel()
                 await asyncio.gather(pump, return_exceptions=True)
                 await subscription.close()
+            if failed is not None:
+                failures += 1
+                await self._back_off(failed, failures)
 
     async def _consume(
         self, queue: asyncio.Queue[ShardEvent | _Ended | BaseException]
