@@ -41,18 +41,7 @@ var server = kinesalite({
   shardLimit: num('shardLimit', 1000),
 })
 
-function shutdown() {
-  // Exit at once: the store is in memory, nothing to flush, and server.close()
-  // would wait for idle keep-alive connections.
-  process.exit(0)
-}
-
-process.on('SIGTERM', shutdown)
-process.on('SIGINT', shutdown)
-process.stdin.on('end', shutdown)
-process.stdin.on('close', shutdown)
-process.stdin.on('error', shutdown)
-process.stdin.resume()
+require('./exit_with_parent')
 
 server.on('error', function(err) {
   process.stderr.write('kinesalite_server: ' + err.stack + '\n')

@@ -72,16 +72,7 @@ function reportPlainPort() {
   })
 }
 
-function shutdown() {
-  process.exit(0)
-}
-
-process.on('SIGTERM', shutdown)
-process.on('SIGINT', shutdown)
-process.stdin.on('end', shutdown)
-process.stdin.on('close', shutdown)
-process.stdin.on('error', shutdown)
-process.stdin.resume()
+require('./exit_with_parent')
 
 // kinesis-mock reads its certificate (server.json) relative to the working directory.
 var main = require.resolve('kinesis-local/main.js')
