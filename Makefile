@@ -32,9 +32,10 @@ demo: install
 
 ## The test suite: unit, property, contract and emulator-backed process tests, with
 ## branch coverage of consumer/ and sparkjobs/ printed at the end (a report, no
-## threshold; worker processes the tests start are not measured).
+## threshold; worker processes the tests start are not measured). The 25 slowest tests
+## are listed too, so CI's log shows where the suite's time goes.
 test: install
-	$(BIN)/pytest --cov --cov-report=term $(PYTEST_ARGS)
+	$(BIN)/pytest --cov --cov-report=term --durations=25 $(PYTEST_ARGS)
 
 ## Only the tests that need no emulator, no Spark JVM and start no process; starting
 ## one fails the test (TEST_FAST_NO_PROCESSES, see tests/conftest.py).
