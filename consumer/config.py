@@ -37,6 +37,7 @@ from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.errors import LanderError
+from consumer.landing.protection import ObjectProtection, check_owner, parse_tags
 from consumer.sequence import Sentinel
 
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -59,6 +60,7 @@ LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensiti
 PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
 GzipCodec = Annotated[Literal["auto", "zlib", "isal"], CaseInsensitive]
 ReadMode = Annotated[Literal["polling", "efo"], CaseInsensitive]
+ArchiveSse = Annotated[Literal["none", "sse-s3", "sse-kms"], CaseInsensitive]
 
 
 def default_worker_id() -> str:
@@ -78,6 +80,33 @@ class Settings(BaseSettings):
     archive: str | None = Field(
         default=None,
         description="Where the lander writes: s3://bucket/prefix or file:///path.",
+    )
+    archive_sse: ArchiveSse = Field(
+        default="none",
+        description="Server-side encryption asked for on every landed object (s3:// "
+        "archives): sse-s3 (AES256), sse-kms (with LANDER_ARCHIVE_KMS_KEY, or the "
+        "account's aws/s3 key), or none: the bucket's default encryption applies.",
+    )
+    archive_kms_key: str | None = Field(
+        default=None,
+        description="With sse-kms: the KMS key (id, ARN, alias/name or alias ARN), "
+        "checked at start (it must exist, be enabled and be a symmetric encryption key).",
+    )
+    archive_bucket_key: bool = Field(
+        default=False,
+        description="With sse-kms: use an S3 Bucket Key, so S3 asks KMS for data keys per "
+        "bucket rather than per object (far fewer KMS requests; the encryption context "
+        "becomes the bucket's ARN).",
+    )
+    archive_tags: str | None = Field(
+        default=None,
+        description="Tags on every landed object, key=value pairs separated by commas "
+        "(at most 10; S3's tag characters).",
+    )
+    archive_expected_owner: str | None = Field(
+        default=None,
+        description="The account id that must own the archive's bucket: sent with every "
+        "S3 request, so a bucket owned by anyone else refuses it (403).",
     )
     worker_id: str = Field(
         default_factory=default_worker_id,
@@ -294,6 +323,32 @@ class Settings(BaseSettings):
         if value is not None and not re.match(r"^(s3://[^/]+(/.*)?|file:///.+)$", value):
             raise ValueError("must be s3://bucket[/prefix] or file:///absolute/path")
         return value
+
+    @field_validator("archive_tags")
+    @classmethod
+    def _archive_tags(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_tags(value)
+        return value
+
+    @field_validator("archive_expected_owner")
+    @classmethod
+    def _archive_owner(cls, value: str | None) -> str | None:
+        return None if value is None else check_owner(value)
+
+    @model_validator(mode="after")
+    def _archive_protection(self) -> Settings:
+        protection = ObjectProtection.from_settings(self)
+        found = protection.problems()
+        local = self.archive is not None and not self.archive.startswith("s3://")
+        if not found and local and not protection.is_default:
+            found.append(
+                f"the LANDER_ARCHIVE_SSE, _KMS_KEY, _BUCKET_KEY, _TAGS and "
+                f"_EXPECTED_OWNER settings apply to an s3:// archive, not {self.archive}"
+            )
+        if found:
+            raise ValueError("; ".join(found))
+        return self
 
     @field_validator("advertise_host")
     @classmethod

@@ -13,7 +13,9 @@ clients that call AWS: each wraps them into its branch below::
     │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
     │   ├── MixedCoordinationError     consumer.leases.mixed: live workers of the
     │   │                              other coordination mode share the table
-    │   └── StreamGoneError            consumer.lifecycle.worker: the stream was deleted
+    │   ├── StreamGoneError            consumer.lifecycle.worker: the stream was deleted
+    │   └── KmsKeyError                (consumer.landing.protection) the archive's KMS
+    │                                  key is missing, disabled or cannot encrypt
     ├── StreamError                    consumer.stream: a Kinesis call failed
     │   ├── IteratorExpiredError       retriable: a new iterator at the last position
     │   ├── ThrottledError             retriable: back off with jitter

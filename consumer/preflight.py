@@ -139,6 +139,8 @@ async def _check_probe(target: Target, probe: Probe) -> None:
         await _bounded(probe(), f"the archive {target.archive}")
     except PreflightError:
         raise
+    except RefusedError as exc:  # the probe's own verdict in one line (a KMS key, ...)
+        raise PreflightError(str(exc)) from None
     except Exception as exc:
         raise PreflightError(
             f"cannot land in the archive {target.archive}: {_cause(exc)}"

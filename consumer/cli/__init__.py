@@ -399,6 +399,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     from consumer.cli.efo import EfoStartError, start_fanout
     from consumer.errors import RefusedError
     from consumer.health import HealthServer
+    from consumer.landing.protection import ObjectProtection
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.wake import advertised_host, join_address
     from consumer.lifecycle.processor import WorkerContext, load_processor
@@ -440,6 +441,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             lease_table=settings.lease_table,
             leases=passed.leases,
             archive=settings.archive,
+            archive_protection=ObjectProtection.from_settings(settings).describe(),
             processor=settings.processor,
             hot_path=hot_path_mode(),
         )

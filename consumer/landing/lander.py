@@ -18,13 +18,14 @@ from collections.abc import Callable
 import structlog
 
 from consumer.archive.layout import bound, dead_letter_key, object_key
-from consumer.aws import backoff
+from consumer.aws import aws_session, backoff, client_config, region
 from consumer.config import ConfigError, Settings
 from consumer.landing.archive import open_archive
 from consumer.landing.batcher import Batcher, LandedRun
 from consumer.landing.codec import CONTENT_DIGEST, gzip_bytes, resolve, sha256
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
+from consumer.landing.protection import ObjectProtection, check_kms_key
 from consumer.landing.reconcile import Reconciler
 from consumer.leases.model import LeaseLostError
 from consumer.lifecycle.processor import (
@@ -97,10 +98,17 @@ class Lander:
 
     @classmethod
     def probe_for_worker(cls, context: WorkerContext) -> Probe:
-        """The archive probe: create (or find) the reserved probe object."""
+        """The archive probe: the KMS key described (when one is set), then the reserved
+        probe object created (or found) with the objects' encryption, tags and owner."""
         store, prefix = cls.archive(context)
+        protection = ObjectProtection.from_settings(context.settings)
 
         async def check() -> None:
+            if protection.kms_key is not None:
+                async with aws_session().create_client(
+                    "kms", region_name=region(), config=client_config()
+                ) as kms:
+                    await check_kms_key(kms, protection.kms_key)
             await probe(store, prefix)
 
         return check
@@ -112,7 +120,8 @@ class Lander:
             raise ConfigError(
                 "LANDER_ARCHIVE is required by the lander: s3://bucket/prefix or file:///path"
             )
-        return open_archive(context.settings.archive, context.clients.s3)
+        protection = ObjectProtection.from_settings(context.settings)
+        return open_archive(context.settings.archive, context.clients.s3, protection)
 
     async def initialize(self, init: InitializationInput) -> None:
         """Start a shard: a fresh batcher, and reconciliation against the archive."""

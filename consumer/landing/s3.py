@@ -3,6 +3,10 @@
 A multipart upload is made visible only by CompleteMultipartUpload, which carries the
 same condition, so a large object too appears whole or not at all; a failed or
 refused upload is aborted so no parts linger.
+
+Every request carries the archive's :class:`~consumer.landing.protection.ObjectProtection`:
+the encryption and tags where an object is created (PutObject, CreateMultipartUpload),
+the expected bucket owner on all of them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from consumer.aws import error_code, http_status
 from consumer.landing.codec import CONTENT_DIGEST, sha256
 from consumer.landing.objects import ObjectStoreError, PutOutcome, digest_of, same_content
+from consumer.landing.protection import ObjectProtection
 
 if TYPE_CHECKING:
     from types_aiobotocore_s3 import S3Client
@@ -34,9 +39,13 @@ class S3ObjectStore:
         bucket: str,
         multipart_threshold: int = MULTIPART_THRESHOLD,
         part_size: int = PART_SIZE,
+        protection: ObjectProtection | None = None,
     ) -> None:
         self._client = client
         self.bucket = bucket
+        self.protection = protection or ObjectProtection()
+        self._owner: dict[str, Any] = dict(self.protection.owner_args())
+        self._create: dict[str, Any] = self.protection.create_args()
         self.multipart_threshold = multipart_threshold
         self.part_size = part_size
 
@@ -56,6 +65,7 @@ class S3ObjectStore:
                     IfNoneMatch="*",
                     Metadata=meta,
                     ContentType="application/gzip",
+                    **self._create,
                 )
         except ClientError as exc:
             if error_code(exc) in _PRECONDITION or http_status(exc) == 412:
@@ -70,7 +80,7 @@ class S3ObjectStore:
         before content digests has only its body's: equal bodies are a replay, else
         its body is read and its content digested."""
         try:
-            head = await self._client.head_object(Bucket=self.bucket, Key=key)
+            head = await self._client.head_object(Bucket=self.bucket, Key=key, **self._owner)
         except (ClientError, BotoCoreError) as exc:
             raise _wrap(exc) from exc
         stored = head.get("Metadata", {})
@@ -84,7 +94,11 @@ class S3ObjectStore:
 
     async def _multipart(self, key: str, body: bytes, meta: Mapping[str, str]) -> None:
         upload = await self._client.create_multipart_upload(
-            Bucket=self.bucket, Key=key, Metadata=dict(meta), ContentType="application/gzip"
+            Bucket=self.bucket,
+            Key=key,
+            Metadata=dict(meta),
+            ContentType="application/gzip",
+            **self._create,
         )
         upload_id = upload["UploadId"]
         try:
@@ -96,6 +110,7 @@ class S3ObjectStore:
                     UploadId=upload_id,
                     PartNumber=number,
                     Body=body[start : start + self.part_size],
+                    **self._owner,
                 )
                 parts.append({"PartNumber": number, "ETag": part["ETag"]})
             await self._client.complete_multipart_upload(
@@ -104,11 +119,12 @@ class S3ObjectStore:
                 UploadId=upload_id,
                 MultipartUpload={"Parts": parts},
                 IfNoneMatch="*",
+                **self._owner,
             )
         except BaseException:
             with contextlib.suppress(ClientError, BotoCoreError):
                 await self._client.abort_multipart_upload(
-                    Bucket=self.bucket, Key=key, UploadId=upload_id
+                    Bucket=self.bucket, Key=key, UploadId=upload_id, **self._owner
                 )
             raise
 
@@ -118,7 +134,7 @@ class S3ObjectStore:
         token: str | None = None
         try:
             while True:
-                kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+                kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, **self._owner}
                 if token:
                     kwargs["ContinuationToken"] = token
                 page = await self._client.list_objects_v2(**kwargs)
@@ -132,7 +148,7 @@ class S3ObjectStore:
     async def get(self, key: str) -> bytes:
         """GetObject."""
         try:
-            response = await self._client.get_object(Bucket=self.bucket, Key=key)
+            response = await self._client.get_object(Bucket=self.bucket, Key=key, **self._owner)
         except ClientError as exc:
             if error_code(exc) in ("NoSuchKey", "404"):
                 raise KeyError(key) from None

@@ -302,6 +302,11 @@ class LocalStack:
         return self._url(self._require(self._moto))
 
     @property
+    def kms_endpoint(self) -> str:
+        """URL of the moto server (KMS, for encrypted archives); the same process."""
+        return self._url(self._require(self._moto))
+
+    @property
     def pids(self) -> dict[str, int]:
         """PIDs of the running emulators by name (empty when stopped)."""
         return {c.name: c.proc.pid for c in (self._kinesalite, self._moto) if c is not None}
@@ -320,6 +325,7 @@ class LocalStack:
             "AWS_ENDPOINT_URL_KINESIS": self.kinesis_endpoint,
             "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb_endpoint,
             "AWS_ENDPOINT_URL_S3": self.s3_endpoint,
+            "AWS_ENDPOINT_URL_KMS": self.kms_endpoint,
             "AWS_REGION": REGION,
             "AWS_DEFAULT_REGION": REGION,
             "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIAL,
