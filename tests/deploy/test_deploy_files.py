@@ -100,7 +100,13 @@ def ecs_container() -> dict[str, Any]:
 
 
 def ecs_env() -> dict[str, Any]:
-    return {item["Name"]: item["Value"] for item in ecs_container()["Environment"]}
+    """The container's variables; those set only with a parameter (``!If [Cond, {Name,
+    Value}, !Ref AWS::NoValue]``) as they are when it is given."""
+    items = [
+        item["Fn::If"][1] if set(item) == {"Fn::If"} else item
+        for item in ecs_container()["Environment"]
+    ]
+    return {item["Name"]: item["Value"] for item in items}
 
 
 def seconds(text: str) -> float:
@@ -325,14 +331,30 @@ def camel(operation: str) -> str:
     return "".join(part.capitalize() for part in operation.split("_"))
 
 
+def granted_when_set(statement: dict[str, Any]) -> dict[str, Any]:
+    """A statement, or the one a condition grants when its parameter is set (``!If
+    [HasArchiveKey, statement, !Ref AWS::NoValue]``): the JSON policies list it, and
+    deploy/iam/README.md says to drop it when the parameter is not used."""
+    if set(statement) != {"Fn::If"}:
+        return statement
+    condition, granted, otherwise = statement["Fn::If"]
+    assert condition in {"HasArchiveKey"}, condition
+    assert otherwise == {"Ref": "AWS::NoValue"}
+    found: dict[str, Any] = granted
+    return found
+
+
+def policy_statements(role: str) -> list[dict[str, Any]]:
+    (policy,) = load_cfn(CORE_TEMPLATE)["Resources"][role]["Properties"]["Policies"]
+    return [granted_when_set(s) for s in policy["PolicyDocument"]["Statement"]]
+
+
 def policy_actions(role: str) -> set[str]:
-    resources = load_cfn(CORE_TEMPLATE)["Resources"]
     actions: set[str] = set()
-    for policy in resources[role]["Properties"]["Policies"]:
-        for statement in policy["PolicyDocument"]["Statement"]:
-            assert statement["Effect"] == "Allow"
-            listed = statement["Action"]
-            actions.update([listed] if isinstance(listed, str) else listed)
+    for statement in policy_statements(role):
+        assert statement["Effect"] == "Allow"
+        listed = statement["Action"]
+        actions.update([listed] if isinstance(listed, str) else listed)
     assert not any("*" in action for action in actions), "least privilege: no wildcards"
     return actions
 
@@ -359,27 +381,31 @@ def test_worker_role_covers_every_dynamodb_call_of_the_lease_store() -> None:
 
 def test_worker_role_covers_the_kinesis_and_s3_calls() -> None:
     granted = policy_actions("WorkerRole")
-    kinesis = {f"kinesis:{camel(call)}" for call in client_calls("consumer/stream/kinesis.py")}
-    assert kinesis, "consumer/stream/kinesis.py makes no call?"
+    kinesis = {
+        f"kinesis:{camel(call)}"
+        for module in ("kinesis.py", "kinesis_fanout.py")
+        for call in client_calls(f"consumer/stream/{module}")
+    }
+    assert {"kinesis:GetRecords", "kinesis:SubscribeToShard"} <= kinesis
     assert kinesis <= granted, f"missing: {sorted(kinesis - granted)}"
     s3 = {
         S3_ACTIONS.get(call, f"s3:{camel(call)}") for call in client_calls("consumer/landing/s3.py")
     }
     assert s3 <= granted, f"missing: {sorted(s3 - granted)}"
     assert "s3:DeleteObject" not in granted, "workers never delete landed objects"
+    # Tags on a put need their own action; an SSE-KMS put, read and start-up check theirs.
+    assert {"s3:PutObjectTagging", "kms:GenerateDataKey", "kms:Decrypt", "kms:DescribeKey"} <= (
+        granted
+    )
 
 
 def test_spark_role_reads_the_archive_and_touches_nothing_else() -> None:
     granted = policy_actions("SparkJobRole")
     assert {"s3:GetObject", "s3:PutObject", "s3:ListBucket", "glue:UpdateTable"} <= granted
-    others = {a for a in granted if not a.startswith(("s3:", "glue:"))}
+    others = {a for a in granted if not a.startswith(("s3:", "glue:", "kms:"))}
     assert not others, "no Kinesis, no DynamoDB"
     assert "glue:DeleteTable" not in granted
-    statements = {
-        s["Sid"]: s
-        for p in load_cfn(CORE_TEMPLATE)["Resources"]["SparkJobRole"]["Properties"]["Policies"]
-        for s in p["PolicyDocument"]["Statement"]
-    }
+    statements = {s["Sid"]: s for s in policy_statements("SparkJobRole")}
     assert statements["ReadTheArchive"]["Action"] == "s3:GetObject"
 
 
@@ -398,6 +424,7 @@ CFN_TO_PLACEHOLDER = {
     "ReportsPrefix": "${ReportsPrefix}",
     "AWS::Region": "${Region}",
     "AWS::AccountId": "${AccountId}",
+    "ArchiveKmsKeyArn": "${KmsKeyArn}",
 }
 
 
@@ -423,7 +450,7 @@ def statements(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     assert document["Version"] == "2012-10-17"
     found: dict[str, dict[str, Any]] = {}
     for statement in document["Statement"]:
-        normal = {key: placeholders(value) for key, value in statement.items()}
+        normal = {key: placeholders(value) for key, value in granted_when_set(statement).items()}
         for key in ("Action", "Resource"):
             if isinstance(normal[key], str):
                 normal[key] = [normal[key]]
