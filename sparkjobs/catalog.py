@@ -130,7 +130,7 @@ def open_catalog(name: str, output: str) -> Catalog:
     try:
         if configured:
             # The configuration read now, not the one pyiceberg read when first imported.
-            return load_catalog(name, **{k: str(v) for k, v in configured.items()})
+            return load_catalog(name, **{k: _typed(k, v) for k, v in configured.items()})
         if is_local(output):
             return _embedded(name, output)
     except Exception as exc:
@@ -140,6 +140,20 @@ def open_catalog(name: str, output: str) -> Catalog:
         f"configure it as pyiceberg does (PYICEBERG_CATALOG__{name.upper()}__TYPE=glue, or "
         "~/.pyiceberg.yaml), or name a configured one with LANDER_CATALOG"
     )
+
+
+INTEGER_PROPERTIES = frozenset({"glue.max-retries"})
+"""Catalog properties pyiceberg hands to botocore as they are, which botocore needs as
+integers: from the environment they are text, and ``glue.max-retries=3`` failed every
+call with "'<' not supported between instances of 'str' and 'int'"."""
+
+
+def _typed(key: str, value: object) -> object:
+    """A configured property as the catalog needs it: text, or an integer for
+    :data:`INTEGER_PROPERTIES` (left as text when it is not a number, for pyiceberg's
+    own error)."""
+    text = str(value)
+    return int(text) if key in INTEGER_PROPERTIES and text.strip().isdigit() else text
 
 
 def _embedded(name: str, output: str) -> Catalog:
