@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from consumer.archive.layout import stream_folder
 from sparkjobs.io import is_local, join, local_path
@@ -130,7 +130,8 @@ def open_catalog(name: str, output: str) -> Catalog:
     try:
         if configured:
             # The configuration read now, not the one pyiceberg read when first imported.
-            return load_catalog(name, **{k: _typed(k, v) for k, v in configured.items()})
+            properties: dict[str, Any] = {k: _typed(k, v) for k, v in configured.items()}
+            return load_catalog(name, **properties)
         if is_local(output):
             return _embedded(name, output)
     except Exception as exc:
