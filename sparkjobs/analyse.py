@@ -41,6 +41,7 @@ from sparkjobs.findings import (
     VolumePoint,
 )
 from sparkjobs.io import Filesystem, filesystem_for, join
+from sparkjobs.lines import json_path
 from sparkjobs.manifest import manifest_uri
 from sparkjobs.report import render_html
 from sparkjobs.window import Window, parse_hour
@@ -77,13 +78,6 @@ class AnalyseJob:
     def folder(self) -> str:
         """Where this window's report and tables go."""
         return join(self.reports, stream_folder(self.stream), self.window.label)
-
-
-def json_path(pointer: str) -> str:
-    """A JSON pointer (``/a/b``) as the JSONPath ``get_json_object`` takes (``$['a']['b']``)."""
-    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
-    steps = "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in parts)
-    return "$" + steps
 
 
 def payload_bytes(data: Column, payload_format: str) -> Column:
@@ -303,6 +297,7 @@ def _manifest_findings(
                         int(stats["transport"]),
                         int(stats["producer"]),
                         int(stats["output_rows"]),
+                        int(stats.get("sequence", 0)),  # manifests before sequence dedupe
                     )
                 )
         for item in manifest.get("bad_files", []):

@@ -79,6 +79,7 @@ FLAGS: dict[str, tuple[type[StreamSettings], tuple[FlagSpec, ...]]] = {
             ("compact_strict", "--strict"),
             ("compact_compression", "--compression"),
             ("compact_allow_empty", "--allow-empty"),
+            ("sequence_pointer", "--sequence-field"),
         ),
     ),
     "analyse": (
@@ -259,6 +260,7 @@ def _compact(settings: CompactSettings) -> int:
             payload_format=settings.payload_format,
             catalog=settings.catalog,
             table=settings.table,
+            sequence_pointer=settings.sequence_pointer,
         )
         for stream, window in settings.runs()
     ]
@@ -322,13 +324,19 @@ def _compact_window(
         f"hours rewritten {len(manifest.stale_hours)}, "
         f"unchanged {len(manifest.unchanged_hours)}; rows in {manifest.total('input_rows')}, "
         f"out {manifest.total('output_rows')}; duplicates removed: transport "
-        f"{manifest.total('transport')}, producer {manifest.total('producer')}; "
+        f"{manifest.total('transport')}, producer {manifest.total('producer')}"
+        f"{_sequence_count(manifest.total('sequence'), job.sequence_pointer)}; "
         f"bad input {len(manifest.bad_files)}; run {manifest.run_id}",
         flush=True,
     )
     for bad in manifest.bad_files:
         print(f"  bad input: {bad.file}: {bad.kind}, {bad.lines} lines ({bad.detail})")
     return OK
+
+
+def _sequence_count(count: int, pointer: str | None) -> str:
+    """The sequence duplicates of the result line, when the run deduped by sequence."""
+    return f", sequence {count}" if pointer else ""
 
 
 def _analyse(settings: AnalyseSettings) -> int:

@@ -142,6 +142,7 @@ def compact(
         output_rows=manifest.total("output_rows"),
         transport=manifest.total("transport"),
         producer=manifest.total("producer"),
+        sequence=manifest.total("sequence"),
         bad_files=len(manifest.bad_files),
         seconds=manifest.timings["total_s"],
     )
@@ -235,8 +236,11 @@ def _count(hour_stats: dict[str, HourStats], metrics: dict[str, Any]) -> None:
         stats.output_rows = int(metrics.get(f"kept|{hour}", 0))
         stats.transport = int(metrics.get(f"transport|{hour}", 0))
         stats.producer = int(metrics.get(f"producer|{hour}", 0))
+        stats.sequence = int(metrics.get(f"sequence|{hour}", 0))
         stats.malformed = int(metrics.get(f"malformed|{hour}", 0))
-        stats.input_rows = stats.output_rows + stats.transport + stats.producer + stats.malformed
+        stats.input_rows = (
+            stats.output_rows + stats.transport + stats.producer + stats.sequence + stats.malformed
+        )
 
 
 def _refuse_bad_input(

@@ -11,6 +11,10 @@ The rule (docs/sparkjobs.md, "What counts as a duplicate"):
   retry. The *previous* copy decides, so a record's fate depends only on the records
   of the horizon before it, never on where a run starts or which hours it rewrites.
   A retry further apart than the horizon is published again.
+- A record without an event id but with a producer sequence (``LANDER_SEQUENCE_POINTER``:
+  producers that number each partition key's records) is a **sequence** duplicate by the
+  same rule, its key being its partition key and that number: the retry of a put whose
+  producer stamps no id. Counted apart from producer (event id) duplicates.
 - Every other record is **kept**.
 
 So a run needs, besides the hours it rewrites, every record of the horizon before
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-Cause = Literal["kept", "transport", "producer"]
+Cause = Literal["kept", "transport", "producer", "sequence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,10 @@ class Copy:
     event_id: str | None
     rel: str
     """The object it was read from (the last tie-break)."""
+    producer_sequence: str | None = None
+    """The producer's number for the record within its partition key (None: the
+    payload has none, or no sequence pointer is set)."""
+    partition_key: str = ""
 
     @property
     def position(self) -> tuple[str, str, int]:
@@ -58,8 +66,7 @@ def fates(copies: Iterable[Copy], horizon: timedelta) -> dict[Copy, Cause]:
     """Each copy's fate under the rule above."""
     groups: dict[object, list[Copy]] = {}
     for copy in copies:
-        key = ("event", copy.event_id) if copy.event_id is not None else ("at", copy.position)
-        groups.setdefault(key, []).append(copy)
+        groups.setdefault(_key(copy), []).append(copy)
     found: dict[Copy, Cause] = {}
     for group in groups.values():
         previous: Copy | None = None
@@ -69,8 +76,18 @@ def fates(copies: Iterable[Copy], horizon: timedelta) -> dict[Copy, Cause]:
             elif previous.position == copy.position:
                 found[copy] = "transport"
             elif copy.arrival - previous.arrival <= horizon:
-                found[copy] = "producer"
+                found[copy] = "producer" if copy.event_id is not None else "sequence"
             else:
                 found[copy] = "kept"
             previous = copy
     return found
+
+
+def _key(copy: Copy) -> tuple[str, object]:
+    """What a copy is deduped by: its event id, else its producer's (partition key,
+    sequence), else its position (so only transport copies meet)."""
+    if copy.event_id is not None:
+        return ("event", copy.event_id)
+    if copy.producer_sequence is not None:
+        return ("sequence", (copy.partition_key, copy.producer_sequence))
+    return ("at", copy.position)

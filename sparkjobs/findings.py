@@ -29,6 +29,8 @@ class DuplicateStat:
     transport: int
     producer: int
     output_rows: int
+    sequence: int = 0
+    """Removed by producer sequence (no event id): counted apart from ``producer``."""
 
 
 @dataclass(frozen=True, slots=True)

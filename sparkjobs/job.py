@@ -54,6 +54,9 @@ class CompactJob:
     """The pyiceberg catalog (``LANDER_CATALOG``; :func:`sparkjobs.table.open_catalog`)."""
     table: str = "lander.{stream}"
     """The table's identifier, ``{stream}`` standing for the stream (``LANDER_TABLE``)."""
+    sequence_pointer: str | None = None
+    """``LANDER_SEQUENCE_POINTER``: a record without an event id is deduped by its
+    partition key and this number of its payload (:mod:`sparkjobs.dedupe`)."""
 
     @property
     def source(self) -> str:

@@ -78,6 +78,13 @@ def parse(lines: DataFrame, payload_format: str) -> DataFrame:
     return split.select(*others, "_header.*", "data", "data_problem")
 
 
+def json_path(pointer: str) -> str:
+    """A JSON pointer (``/a/b``) as the JSONPath ``get_json_object`` takes (``$['a']['b']``)."""
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
+    steps = "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in parts)
+    return "$" + steps
+
+
 def _bytes(text: Column, start: Column, length: Column) -> Column:
     """``length`` bytes of ``text`` from byte ``start`` (1-based), as a string."""
     return sf.substring(text.cast(BinaryType()), start, length).cast(StringType())

@@ -23,6 +23,7 @@ TOTALS = (
     "input_rows",
     "transport",
     "producer",
+    "sequence",
     "malformed",
     "output_rows",
     "output_files",
@@ -51,6 +52,9 @@ class HourStats:
     input_rows: int = 0
     transport: int = 0
     producer: int = 0
+    """Duplicates by event id (retried puts)."""
+    sequence: int = 0
+    """Duplicates by producer sequence (retried puts without an event id)."""
     malformed: int = 0
     output_rows: int = 0
     output_files: int = 0

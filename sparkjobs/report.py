@@ -163,6 +163,7 @@ class _Totals:
     input_rows: int
     transport: int
     producer: int
+    sequence: int
     dead_letters: int
     bad_files: int
     bad_lines: int
@@ -174,6 +175,7 @@ def _totals(a: Analysis) -> _Totals:
         input_rows=sum(d.input_rows for d in a.duplicates),
         transport=sum(d.transport for d in a.duplicates),
         producer=sum(d.producer for d in a.duplicates),
+        sequence=sum(d.sequence for d in a.duplicates),
         dead_letters=sum(d.records for d in a.dead_letters),
         bad_files=len({b.file for b in a.bad_inputs}),
         # Only malformed entries count lines; truncated and corrupt ones are whole files.
@@ -204,13 +206,14 @@ def _card(value: str, label: str, warn: bool = False) -> str:
 
 def _header(a: Analysis) -> str:
     t = _totals(a)
-    removed = t.transport + t.producer
+    removed = t.transport + t.producer + t.sequence
     cards = [
         _card(_count(a.records), "records"),
         _card(_bytes(a.bytes), "bytes"),
         _card(_count(t.shards), "shards"),
         _card(_count(t.transport), "transport duplicates removed"),
         _card(_count(t.producer), "producer duplicates removed"),
+        *([_card(_count(t.sequence), "sequence duplicates removed")] if t.sequence else []),
         _card(_rate(removed, t.input_rows), "duplicate rate"),
         _card(_count(a.remaining_duplicates), "remaining duplicates", a.remaining_duplicates > 0),
         _card(_count(t.dead_letters), "dead letters", bool(a.dead_letters)),
@@ -303,10 +306,15 @@ def _duplicates(a: Analysis) -> str:
     hours = sorted(a.duplicates, key=lambda d: _utc(d.hour))
     with_date = _utc(hours[-1].hour) - _utc(hours[0].hour) >= timedelta(days=1)
     labels = [_utc(d.hour).strftime("%m-%d %H:%M" if with_date else "%H:%M") for d in hours]
+    # Sequence duplicates (by producer sequence, no event id) get a column of their own
+    # when any hour has one.
+    by_sequence = any(d.sequence for d in hours)
     series = [
         Series("transport", [float(d.transport) for d in hours], PALETTE[0]),
         Series("producer", [float(d.producer) for d in hours], PALETTE[1]),
     ]
+    if by_sequence:
+        series.append(Series("sequence", [float(d.sequence) for d in hours], PALETTE[2]))
     chart = stacked_bars("Duplicates removed per hour", labels, series, "duplicates")
     rows = [
         [
@@ -314,13 +322,23 @@ def _duplicates(a: Analysis) -> str:
             _count(d.input_rows),
             _count(d.transport),
             _count(d.producer),
-            _rate(d.transport + d.producer, d.input_rows),
+            *([_count(d.sequence)] if by_sequence else []),
+            _rate(d.transport + d.producer + d.sequence, d.input_rows),
             _count(d.output_rows),
         ]
         for d in hours
     ]
-    headers = ["hour (UTC)", "input rows", "transport", "producer", "rate", "output rows"]
-    return _section("duplicates", "Duplicates", [chart, _table(headers, rows, (1, 2, 3, 4, 5))])
+    headers = [
+        "hour (UTC)",
+        "input rows",
+        "transport",
+        "producer",
+        *(["sequence"] if by_sequence else []),
+        "rate",
+        "output rows",
+    ]
+    numeric = tuple(range(1, len(headers)))
+    return _section("duplicates", "Duplicates", [chart, _table(headers, rows, numeric)])
 
 
 def _kinds(lateness: list[Lateness]) -> list[str]:
@@ -497,13 +515,14 @@ def render_text(analysis: Analysis) -> str:
     whole-window lateness, skew, sequence gaps, bad input and dead letters."""
     a = analysis
     t = _totals(a)
-    removed = t.transport + t.producer
+    removed = t.transport + t.producer + t.sequence
+    by_sequence = f", sequence {t.sequence:,}" if t.sequence else ""
     lines = [
         f"stream {_plain(a.stream)}, window {_plain(a.window)}",
         f"generated     {_utc(a.generated_at):%Y-%m-%d %H:%M:%S} UTC",
         f"records       {a.records:,} ({_bytes(a.bytes)}) on {t.shards:,} shards",
         f"duplicates    {removed:,} removed ({_rate(removed, t.input_rows)} of "
-        f"{t.input_rows:,}): transport {t.transport:,}, producer {t.producer:,}",
+        f"{t.input_rows:,}): transport {t.transport:,}, producer {t.producer:,}{by_sequence}",
         f"remaining     {a.remaining_duplicates:,} duplicates",
     ]
     whole = {r.kind: r for r in a.lateness if r.hour is None}

@@ -10,7 +10,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.config import CaseInsensitive, LogFormat, LogLevel, PayloadFormat, load_class
@@ -116,6 +116,30 @@ class JobSettings(TableSettings):
         description="How the workers landed payloads: json text (kept byte for byte in "
         "data) or raw base64 (data is the base64 text).",
     )
+    sequence_pointer: str | None = Field(
+        default=None,
+        description="JSON pointer to a per-producer sequence number in the payload, e.g. "
+        "/seq (producers that number each partition key's records). The compaction drops a "
+        "record without an event id whose (partition key, sequence) arrived within the "
+        "dedupe horizon before it (sequence duplicates, counted apart); the analysis "
+        "reports gaps and reorders per partition key.",
+    )
+
+    @field_validator("sequence_pointer")
+    @classmethod
+    def _sequence_pointer(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"must be a JSON pointer starting with '/', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _sequence_needs_json(self) -> JobSettings:
+        if self.sequence_pointer is not None and self.payload_format == "raw":
+            raise ValueError(
+                "LANDER_SEQUENCE_POINTER points into JSON payloads; with "
+                "LANDER_PAYLOAD_FORMAT=raw they are base64"
+            )
+        return self
 
     @field_validator("window")
     @classmethod
@@ -211,9 +235,6 @@ class AnalyseSettings(JobSettings):
     event_time_pointer: str | None = Field(
         default=None, description="JSON pointer to an event time in the payload, e.g. /ts."
     )
-    sequence_pointer: str | None = Field(
-        default=None, description="JSON pointer to a per-producer sequence number, e.g. /seq."
-    )
     top_keys: int = Field(default=20, ge=1, le=1000, description="Hot partition keys listed.")
     analyse_allow_empty: bool = Field(
         default=False,
@@ -221,7 +242,7 @@ class AnalyseSettings(JobSettings):
         "either way no report is written.",
     )
 
-    @field_validator("event_time_pointer", "sequence_pointer")
+    @field_validator("event_time_pointer")
     @classmethod
     def _pointer(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("/"):

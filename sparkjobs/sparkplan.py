@@ -12,7 +12,8 @@ second shuffle sizes files: an hour gets as many files as the window has partiti
 - :func:`_label` gives each line its fate by :mod:`sparkjobs.dedupe`'s rule: a copy at
   the same position as the one before it is a *transport* duplicate (a replayed
   landing), a record whose event id arrived at most the horizon before it a *producer*
-  duplicate (a retried put), the rest are kept;
+  duplicate (a retried put), one without an event id whose producer sequence (partition
+  key and number) did a *sequence* duplicate, the rest are kept;
 - :func:`_write` writes the kept lines as Parquet partitioned by ``dt``/``hour`` into
   the run's folder, counting per hour and cause while it runs; the dropped copies go
   to ``dt=dropped-…`` folders beside them, in the same pass, only what dedupe compares
@@ -33,7 +34,7 @@ from pyspark.sql import functions as sf
 
 from sparkjobs.fallback import SavedLine
 from sparkjobs.job import CompactJob
-from sparkjobs.lines import parse
+from sparkjobs.lines import json_path, parse
 from sparkjobs.manifest import BadFile
 from sparkjobs.plan import hour_label_of
 from sparkjobs.schema import COMPACTED, CORRUPT, field_ids
@@ -42,8 +43,9 @@ SEQUENCE_DIGITS = 128
 """Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
 as numbers by (length, text): cheaper to carry through a shuffle than padded text."""
 
-_BY_EVENT, _BY_POSITION, _BAD_LINE = 0, 1, 2
-"""What a line's dedupe key is: its event id, its position, or (malformed) its file."""
+_BY_EVENT, _BY_POSITION, _BAD_LINE, _BY_SEQUENCE = 0, 1, 2, 3
+"""What a line's dedupe key is: its event id, its position, (malformed) its file, or its
+producer's partition key and sequence number."""
 
 
 def _read_lines(
@@ -124,7 +126,36 @@ def _problem(stream: str) -> Column:
     )
 
 
-def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) -> DataFrame:
+def _dedupe_key(sequence_pointer: str | None) -> tuple[Column, Column]:
+    """A sound line's dedupe kind and key: its event id; else, with a sequence pointer,
+    its partition key and the payload's number there (NUL between: neither holds one
+    as JSON text); else its position."""
+    position = sf.concat_ws(
+        "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
+    )
+    has_event = sf.col("event_id").isNotNull()
+    if sequence_pointer is None:
+        kind = sf.when(has_event, sf.lit(_BY_EVENT)).otherwise(sf.lit(_BY_POSITION))
+        return kind, sf.coalesce(sf.col("event_id"), position)
+    number = sf.get_json_object(sf.col("data"), json_path(sequence_pointer))
+    by_number = ~has_event & number.isNotNull()
+    kind = (
+        sf.when(has_event, sf.lit(_BY_EVENT))
+        .when(by_number, sf.lit(_BY_SEQUENCE))
+        .otherwise(sf.lit(_BY_POSITION))
+    )
+    producer = sf.concat(sf.coalesce(sf.col("partition_key"), sf.lit("")), sf.lit("\0"), number)
+    key = sf.when(has_event, sf.col("event_id")).when(by_number, producer)
+    return kind, sf.coalesce(key, position)
+
+
+def _prepare(
+    lines: DataFrame,
+    stream: str,
+    hours: list[str],
+    observation: Any,
+    sequence_pointer: str | None = None,
+) -> DataFrame:
     """Parse, validate and key every line; count malformed ones before the shuffle.
 
     ``slot`` is the index of the line's hour in ``hours`` (the hours being rewritten),
@@ -144,23 +175,11 @@ def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) 
         *[sf.count(sf.when(malformed == i, 1)).alias(hour) for i, hour in enumerate(hours)],
         sf.collect_set(sf.when(malformed >= 0, sf.col("rel"))).alias("files"),
     )
-    kind = (
-        sf.when(sf.col("problem").isNotNull(), sf.lit(_BAD_LINE))
-        .when(sf.col("event_id").isNotNull(), sf.lit(_BY_EVENT))
-        .otherwise(sf.lit(_BY_POSITION))
-    )
-    key = (
-        sf.when(sf.col("problem").isNotNull(), sf.col("rel"))
-        .when(sf.col("event_id").isNotNull(), sf.col("event_id"))
-        .otherwise(
-            sf.concat_ws(
-                "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
-            )
-        )
-    )
+    bad = sf.col("problem").isNotNull()
+    kind, key = _dedupe_key(sequence_pointer)
     return lines.select(
-        kind.alias("kind"),
-        key.alias("key"),
+        sf.when(bad, sf.lit(_BAD_LINE)).otherwise(kind).alias("kind"),
+        sf.when(bad, sf.col("rel")).otherwise(key).alias("key"),
         "slot",
         "shard_id",
         "sequence_number",
@@ -175,17 +194,26 @@ def _prepare(lines: DataFrame, stream: str, hours: list[str], observation: Any) 
     )
 
 
-KEPT, TRANSPORT, PRODUCER, MALFORMED = range(4)
+KEPT, TRANSPORT, PRODUCER, MALFORMED, SEQUENCE = range(5)
+CAUSES = 5
 
 DROPPED_DT = "dropped-"
 """Prefix of the ``dt`` value the dropped copies of a day are written under: a folder
 of the run's own that the job moves out before it publishes."""
 
 DROPPED_NULLED = ("partition_key", "landed_ts", "data")
-"""Columns a dropped copy is written without: dedupe only compares the others."""
+"""Columns a dropped copy is written without: dedupe only compares the others (with a
+sequence pointer it compares the partition key and the payload's number too, and only
+``landed_ts`` is left out)."""
 
 
-def _index_rows(spark: SparkSession, files: list[str]) -> DataFrame:
+def _nulled(sequence_pointer: str | None) -> tuple[str, ...]:
+    return DROPPED_NULLED if sequence_pointer is None else ("landed_ts",)
+
+
+def _index_rows(
+    spark: SparkSession, files: list[str], sequence_pointer: str | None = None
+) -> DataFrame:
     """Lines of the horizon hours read through their index, shaped as :func:`_prepare`'s
     output: no hour (slot -1), no file to break a tie (null sorts first), no payload.
 
@@ -194,16 +222,10 @@ def _index_rows(spark: SparkSession, files: list[str]) -> DataFrame:
     same copies before each of the run's own lines as when it reads the objects.
     """
     rows = spark.read.schema(COMPACTED).parquet(*files)
+    kind, key = _dedupe_key(sequence_pointer)
     return rows.select(
-        sf.when(sf.col("event_id").isNotNull(), sf.lit(_BY_EVENT))
-        .otherwise(sf.lit(_BY_POSITION))
-        .alias("kind"),
-        sf.coalesce(
-            sf.col("event_id"),
-            sf.concat_ws(
-                "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
-            ),
-        ).alias("key"),
+        kind.alias("kind"),
+        key.alias("key"),
         sf.lit(-1).alias("slot"),
         "shard_id",
         "sequence_number",
@@ -249,6 +271,7 @@ def _label(prepared: DataFrame, partitions: int, horizon_minutes: int) -> DataFr
         .when(previous.isNull(), sf.lit(KEPT))
         .when(same_position, sf.lit(TRANSPORT))
         .when((sf.col("kind") == _BY_EVENT) & within, sf.lit(PRODUCER))
+        .when((sf.col("kind") == _BY_SEQUENCE) & within, sf.lit(SEQUENCE))
         .otherwise(sf.lit(KEPT))
     )
     return prepared.repartition(partitions, "key", "kind").withColumn("cause", cause)
@@ -256,11 +279,17 @@ def _label(prepared: DataFrame, partitions: int, horizon_minutes: int) -> DataFr
 
 def _observed(hours: list[str]) -> list[Column]:
     """Per hour and cause counts, gathered while the write runs (no second pass)."""
-    code = sf.when(sf.col("slot") >= 0, sf.col("slot") * 4 + sf.col("cause"))
+    code = sf.when(sf.col("slot") >= 0, sf.col("slot") * CAUSES + sf.col("cause"))
+    named = (
+        (KEPT, "kept"),
+        (TRANSPORT, "transport"),
+        (PRODUCER, "producer"),
+        (SEQUENCE, "sequence"),
+    )
     return [
-        sf.count(sf.when(code == i * 4 + cause, 1)).alias(f"{name}|{hour}")
+        sf.count(sf.when(code == i * CAUSES + cause, 1)).alias(f"{name}|{hour}")
         for i, hour in enumerate(hours)
-        for cause, name in ((KEPT, "kept"), (TRANSPORT, "transport"), (PRODUCER, "producer"))
+        for cause, name in named
     ]
 
 
@@ -271,10 +300,11 @@ def _write(
         (sf.col("slot") >= 0) & (sf.col("cause") != MALFORMED)
     )
     slot, kept = sf.col("slot") + 1, sf.col("cause") == KEPT
+    nulled = _nulled(job.sequence_pointer)
     columns = [
         sf.lit(job.stream).alias("stream"),
         *(
-            sf.when(kept, sf.col(f.name)).alias(f.name) if f.name in DROPPED_NULLED else f.name
+            sf.when(kept, sf.col(f.name)).alias(f.name) if f.name in nulled else f.name
             for f in COMPACTED.fields
             if f.name not in ("stream", "arrival_ts")
         ),
@@ -359,9 +389,10 @@ class SparkPlan:
         )
         before = Observation("malformed")
         after = Observation("causes")
-        prepared = _prepare(lines, self.job.stream, self.hours, before)
+        pointer = self.job.sequence_pointer
+        prepared = _prepare(lines, self.job.stream, self.hours, before, pointer)
         if self.index_files:
-            prepared = prepared.unionByName(_index_rows(self.spark, self.index_files))
+            prepared = prepared.unionByName(_index_rows(self.spark, self.index_files, pointer))
         _write(
             _label(prepared, self.partitions, self.job.horizon_minutes),
             self.job,

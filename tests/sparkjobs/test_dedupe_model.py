@@ -66,6 +66,39 @@ def test_records_without_an_event_id_are_only_deduped_by_position() -> None:
     assert _causes(copies, DAY) == ["kept", "kept", "transport"]
 
 
+def _numbered(at: int, key: str, number: str | None, seq: int, event: str | None = None) -> Copy:
+    when = START + timedelta(minutes=at)
+    return Copy("shard-0", str(seq), 0, when, event, "r", number, key)
+
+
+def test_a_producer_sequence_dedupes_records_without_an_event_id() -> None:
+    """The same partition key and number within the horizon is a sequence duplicate
+    (counted apart from producer duplicates); another key, another number, a retry
+    beyond the horizon, or a record with an event id are judged as before."""
+    copies = [
+        _numbered(0, "p", "7", 1),
+        _numbered(5, "p", "7", 2),  # a retry: sequence
+        _numbered(6, "q", "7", 3),  # another producer's 7
+        _numbered(7, "p", "8", 4),
+        _numbered(8, "p", "8", 4),  # a transport copy
+        _numbered(9, "p", "7", 5, event="e"),  # an id wins: judged by its id
+        _numbered(2 * 24 * 60, "p", "8", 6),  # two days later: kept again
+        _numbered(10, "p", None, 7),
+        _numbered(11, "p", None, 8),  # no number: by position
+    ]
+    assert _causes(copies, DAY) == [
+        "kept",
+        "sequence",
+        "kept",
+        "kept",
+        "transport",
+        "kept",
+        "kept",
+        "kept",
+        "kept",
+    ]
+
+
 # ---------------------------------------------------------------- run sequences
 
 
@@ -99,8 +132,10 @@ def archives(draw: st.DrawFn) -> list[Landed]:
             seq += 1
             second = draw(st.integers(0, 59))
             event = draw(st.sampled_from(["a", "b", "c", "d", None]))
+            # Without an event id, some producers number each partition key's records.
+            key, number = draw(st.sampled_from([("p", None), ("p", "1"), ("p", "2"), ("q", "1")]))
             at = minute + timedelta(seconds=second)
-            copies.append(Copy(f"shard-{shard}", str(seq), 0, at, event, rel))
+            copies.append(Copy(f"shard-{shard}", str(seq), 0, at, event, rel, number, key))
         step = draw(st.integers(0, 3))
         objects.append(Landed(InputFile(rel, 100 + n, step), tuple(copies), step))
         if draw(st.booleans()) and len(copies) > 1:  # a transport copy of part of it

@@ -327,3 +327,20 @@ def test_text_summary_gives_duplicates_by_cause_and_what_remains() -> None:
     assert "2 files, 17 malformed lines" in text
     assert "16 records" in text
     assert "<" not in text
+
+
+def test_sequence_duplicates_are_counted_apart_where_there_are_any() -> None:
+    """Duplicates by producer sequence get their own card, column and summary count, and
+    join the rate; a window with none shows neither."""
+    hours = [
+        DuplicateStat(START, 1_000, 10, 5, 960, sequence=25),
+        DuplicateStat(START + timedelta(hours=1), 1_000, 0, 0, 1_000),
+    ]
+    text = render_text(realistic(duplicates=hours))
+    assert "40 removed (2.00% of 2,000): transport 10, producer 5, sequence 25" in text
+    page = render_html(realistic(duplicates=hours))
+    assert "sequence duplicates removed" in page
+    assert "<th>sequence</th>" in page or ">sequence<" in page
+    plain = render_html(realistic())
+    assert "sequence duplicates removed" not in plain
+    assert ", sequence" not in render_text(realistic())
