@@ -249,6 +249,20 @@ class Settings(BaseSettings):
         description="Per shard, drop a record whose event id was among this many recent "
         "ones (0: off; the compaction job removes producer duplicates anyway).",
     )
+    sequence_pointer: str | None = Field(
+        default=None,
+        description="JSON pointer to the number producers stamp on each partition key's "
+        "records, e.g. /seq: read by LANDER_DEDUP_KEYS here, and by the compaction, which "
+        "dedupes records without an event id by it.",
+    )
+    dedup_keys: int = Field(
+        default=0,
+        ge=0,
+        description="Per shard, drop a record without an event id whose number "
+        "(LANDER_SEQUENCE_POINTER) was seen for its partition key: a watermark and the 64 "
+        "numbers below it for each of this many recent keys (0: off). Never drops a number "
+        "not seen; the compaction removes what it does not judge.",
+    )
     metrics_port: int | None = Field(
         default=None,
         ge=0,
@@ -303,7 +317,7 @@ class Settings(BaseSettings):
         parse_initial_position(value)
         return value
 
-    @field_validator("event_id_pointer")
+    @field_validator("event_id_pointer", "sequence_pointer")
     @classmethod
     def _pointer(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith("/"):
@@ -335,6 +349,19 @@ class Settings(BaseSettings):
     @classmethod
     def _archive_owner(cls, value: str | None) -> str | None:
         return None if value is None else check_owner(value)
+
+    @model_validator(mode="after")
+    def _sequence_filter(self) -> Settings:
+        if self.dedup_keys and self.sequence_pointer is None:
+            raise ValueError(
+                "LANDER_DEDUP_KEYS needs LANDER_SEQUENCE_POINTER: the number it remembers"
+            )
+        if self.sequence_pointer is not None and self.payload_format == "raw":
+            raise ValueError(
+                "LANDER_SEQUENCE_POINTER points into JSON payloads; with "
+                "LANDER_PAYLOAD_FORMAT=raw they are base64"
+            )
+        return self
 
     @model_validator(mode="after")
     def _archive_protection(self) -> Settings:

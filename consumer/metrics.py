@@ -122,7 +122,7 @@ class LanderMetrics:
         self.duplicates_dropped = Counter(
             "lander_duplicates_dropped",
             "Records not landed again, by cause (replay: already landed; producer: event id "
-            "seen recently).",
+            "seen recently; sequence: producer number seen for the partition key).",
             ["shard_id", "cause"],
             registry=r,
         )

@@ -27,6 +27,7 @@ from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.landing.protection import ObjectProtection, check_kms_key
 from consumer.landing.reconcile import Reconciler
+from consumer.landing.watermarks import NumberPointer, SequenceWatermarks
 from consumer.leases.model import LeaseLostError
 from consumer.lifecycle.processor import (
     Checkpointer,
@@ -87,6 +88,11 @@ class Lander:
         self.batcher: Batcher | None = None
         self.reconciler: Reconciler | None = None
         self.recent = RecentEventIds(settings.dedup_window) if settings.dedup_window else None
+        self.watermarks: SequenceWatermarks | None = None
+        self.numbers: NumberPointer | None = None
+        if settings.dedup_keys and settings.sequence_pointer is not None:
+            self.watermarks = SequenceWatermarks(settings.dedup_keys)
+            self.numbers = NumberPointer(settings.sequence_pointer)
         self._replayed = 0
         self._log = log
 
@@ -181,7 +187,18 @@ class Lander:
         if self.recent is not None and event_id is not None and self.recent.seen(event_id):
             self.metrics.duplicates_dropped.labels(self.shard_id, "producer").inc()
             return self.batcher.add_dropped(record, now)
+        if event_id is None and self.watermarks is not None and self._seen_number(record):
+            self.metrics.duplicates_dropped.labels(self.shard_id, "sequence").inc()
+            return self.batcher.add_dropped(record, now)
         return self.batcher.add_line(record, line, now)
+
+    def _seen_number(self, record: Record) -> bool:
+        """Whether the record's producer number was seen for its partition key (its
+        payload parsed a second time: the filter is opt-in, the encoder stays lean)."""
+        assert self.watermarks is not None
+        assert self.numbers is not None
+        number = self.numbers.number(record.data)
+        return number is not None and self.watermarks.seen(record.partition_key, number)
 
     async def _land(self, run: LandedRun, checkpointer: Checkpointer) -> None:
         minute, first, last = run.minute, run.first, run.last

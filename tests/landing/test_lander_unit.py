@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from consumer.config import load_settings
+from consumer.config import ConfigError, load_settings
 from consumer.landing.lander import Lander, RecentEventIds
 from consumer.landing.objects import MemoryObjectStore, ObjectStoreError, PutOutcome
 from consumer.landing.s3 import _wrap
@@ -139,6 +139,53 @@ async def test_producer_duplicates_dropped_by_event_id_and_counted() -> None:
     assert metrics.value("lander_duplicates_dropped", shard_id=SHARD, cause="producer") == 2
     (key,) = store.objects
     assert key.endswith(f"{10**55}-{10**55 + 4}.jsonl.gz")
+
+
+async def test_retries_without_an_event_id_dropped_by_producer_number_and_counted() -> None:
+    """With a sequence pointer and LANDER_DEDUP_KEYS, a number seen for its partition key
+    lands once, even when retried after later numbers; records with an event id, other
+    keys' numbers and payloads without a number all land."""
+    store = MemoryObjectStore()
+    lander, metrics = await _lander(
+        store, event_id_pointer="/id", sequence_pointer="/seq", dedup_keys=10
+    )
+    payloads = [
+        ("k", {"seq": 1}),
+        ("k", {"seq": 2}),
+        ("k", {"seq": 1}),  # a retry after a later number: dropped
+        ("j", {"seq": 1}),  # another producer's 1
+        ("k", {"seq": 2, "id": "e"}),  # an id: the id filter's business (off here)
+        ("k", {"other": 2}),
+    ]
+    records = [
+        Record(SHARD, Position(10**55 + i), key, json.dumps(data).encode(), T0)
+        for i, (key, data) in enumerate(payloads)
+    ]
+    checkpoints = Checkpoints()
+    await lander.process_records(ProcessRecordsInput(records, checkpoints, 0))
+    await lander.shutdown_requested(checkpoints)
+    landed = [
+        json.loads(line)["sequence_number"]
+        for body in store.objects.values()
+        for line in gzip.decompress(body).splitlines()
+    ]
+    assert sorted(int(n) - 10**55 for n in landed) == [0, 1, 3, 4, 5]
+    assert metrics.value("lander_duplicates_dropped", shard_id=SHARD, cause="sequence") == 1
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"dedup_keys": 5}, "LANDER_DEDUP_KEYS needs LANDER_SEQUENCE_POINTER"),
+        ({"sequence_pointer": "/s", "payload_format": "raw"}, "with LANDER_PAYLOAD_FORMAT=raw"),
+        ({"sequence_pointer": "seq"}, "must be a JSON pointer"),
+    ],
+)
+def test_the_sequence_filter_settings_are_checked_at_start(
+    settings: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(stream="s", lease_table="leases", **settings)
 
 
 def test_recent_event_ids_are_bounded() -> None:
