@@ -18,8 +18,9 @@ second shuffle sizes files: an hour gets as many files as the window has partiti
   the run's folder, counting per hour and cause while it runs; the dropped copies go
   to ``dt=dropped-…`` folders beside them, in the same pass, only what dedupe compares
   (:func:`sparkjobs.compact.compact` moves them out of the table's folder);
-- :func:`_index_rows` reads the horizon hours that have an index (their published rows
-  and dropped copies) as lines of no hour, instead of their landed objects.
+- :func:`sparkjobs.sparkkeys.index_rows` reads the horizon hours that have an index
+  (their published rows and dropped copies) as lines of no hour, instead of their
+  landed objects; :func:`sparkjobs.sparkkeys.dedupe_key` keys every line.
 
 :class:`SparkPlan` runs these for :func:`sparkjobs.compact.compact`.
 """
@@ -34,18 +35,15 @@ from pyspark.sql import functions as sf
 
 from sparkjobs.fallback import SavedLine
 from sparkjobs.job import CompactJob
-from sparkjobs.lines import json_path, parse
+from sparkjobs.lines import parse
 from sparkjobs.manifest import BadFile
 from sparkjobs.plan import hour_label_of
 from sparkjobs.schema import COMPACTED, CORRUPT, field_ids
+from sparkjobs.sparkkeys import BAD_LINE, BY_EVENT, BY_SEQUENCE, dedupe_key, index_rows
 
 SEQUENCE_DIGITS = 128
 """Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
 as numbers by (length, text): cheaper to carry through a shuffle than padded text."""
-
-_BY_EVENT, _BY_POSITION, _BAD_LINE, _BY_SEQUENCE = 0, 1, 2, 3
-"""What a line's dedupe key is: its event id, its position, (malformed) its file, or its
-producer's partition key and sequence number."""
 
 
 def _read_lines(
@@ -126,29 +124,6 @@ def _problem(stream: str) -> Column:
     )
 
 
-def _dedupe_key(sequence_pointer: str | None) -> tuple[Column, Column]:
-    """A sound line's dedupe kind and key: its event id; else, with a sequence pointer,
-    its partition key and the payload's number there (NUL between: neither holds one
-    as JSON text); else its position."""
-    position = sf.concat_ws(
-        "/", sf.col("shard_id"), sf.col("sequence_number"), sf.col("subsequence_number")
-    )
-    has_event = sf.col("event_id").isNotNull()
-    if sequence_pointer is None:
-        kind = sf.when(has_event, sf.lit(_BY_EVENT)).otherwise(sf.lit(_BY_POSITION))
-        return kind, sf.coalesce(sf.col("event_id"), position)
-    number = sf.get_json_object(sf.col("data"), json_path(sequence_pointer))
-    by_number = ~has_event & number.isNotNull()
-    kind = (
-        sf.when(has_event, sf.lit(_BY_EVENT))
-        .when(by_number, sf.lit(_BY_SEQUENCE))
-        .otherwise(sf.lit(_BY_POSITION))
-    )
-    producer = sf.concat(sf.coalesce(sf.col("partition_key"), sf.lit("")), sf.lit("\0"), number)
-    key = sf.when(has_event, sf.col("event_id")).when(by_number, producer)
-    return kind, sf.coalesce(key, position)
-
-
 def _prepare(
     lines: DataFrame,
     stream: str,
@@ -176,9 +151,9 @@ def _prepare(
         sf.collect_set(sf.when(malformed >= 0, sf.col("rel"))).alias("files"),
     )
     bad = sf.col("problem").isNotNull()
-    kind, key = _dedupe_key(sequence_pointer)
+    kind, key = dedupe_key(sequence_pointer)
     return lines.select(
-        sf.when(bad, sf.lit(_BAD_LINE)).otherwise(kind).alias("kind"),
+        sf.when(bad, sf.lit(BAD_LINE)).otherwise(kind).alias("kind"),
         sf.when(bad, sf.col("rel")).otherwise(key).alias("key"),
         "slot",
         "shard_id",
@@ -211,35 +186,6 @@ def _nulled(sequence_pointer: str | None) -> tuple[str, ...]:
     return DROPPED_NULLED if sequence_pointer is None else ("landed_ts",)
 
 
-def _index_rows(
-    spark: SparkSession, files: list[str], sequence_pointer: str | None = None
-) -> DataFrame:
-    """Lines of the horizon hours read through their index, shaped as :func:`_prepare`'s
-    output: no hour (slot -1), no file to break a tie (null sorts first), no payload.
-
-    Published rows and dropped copies together are every line of the hour's objects
-    (malformed ones aside, which dedupe never compares), so the window step sees the
-    same copies before each of the run's own lines as when it reads the objects.
-    """
-    rows = spark.read.schema(COMPACTED).parquet(*files)
-    kind, key = _dedupe_key(sequence_pointer)
-    return rows.select(
-        kind.alias("kind"),
-        key.alias("key"),
-        sf.lit(-1).alias("slot"),
-        "shard_id",
-        "sequence_number",
-        "subsequence_number",
-        sf.lit(None).cast("string").alias("partition_key"),
-        sf.col("arrival_ts").alias("arrival"),
-        sf.lit(None).cast("timestamp").alias("landed_ts"),
-        "event_id",
-        sf.lit(None).cast("string").alias("data"),
-        sf.length("sequence_number").alias("seq_len"),
-        sf.lit(None).cast("long").alias("file"),
-    )
-
-
 UNIQUE_COLUMNS = ("sequence_number", "event_id", "arrival_ts", "data")
 """Columns (nearly) unique per row: a dictionary is built for each page and thrown away.
 Without one a day compacts with ~25% less CPU into files ~2% larger."""
@@ -267,11 +213,11 @@ def _label(prepared: DataFrame, partitions: int, horizon_minutes: int) -> DataFr
         horizon_minutes * 60_000_000
     )
     cause = (
-        sf.when(sf.col("kind") == _BAD_LINE, sf.lit(MALFORMED))
+        sf.when(sf.col("kind") == BAD_LINE, sf.lit(MALFORMED))
         .when(previous.isNull(), sf.lit(KEPT))
         .when(same_position, sf.lit(TRANSPORT))
-        .when((sf.col("kind") == _BY_EVENT) & within, sf.lit(PRODUCER))
-        .when((sf.col("kind") == _BY_SEQUENCE) & within, sf.lit(SEQUENCE))
+        .when((sf.col("kind") == BY_EVENT) & within, sf.lit(PRODUCER))
+        .when((sf.col("kind") == BY_SEQUENCE) & within, sf.lit(SEQUENCE))
         .otherwise(sf.lit(KEPT))
     )
     return prepared.repartition(partitions, "key", "kind").withColumn("cause", cause)
@@ -392,7 +338,7 @@ class SparkPlan:
         pointer = self.job.sequence_pointer
         prepared = _prepare(lines, self.job.stream, self.hours, before, pointer)
         if self.index_files:
-            prepared = prepared.unionByName(_index_rows(self.spark, self.index_files, pointer))
+            prepared = prepared.unionByName(index_rows(self.spark, self.index_files, pointer))
         _write(
             _label(prepared, self.partitions, self.job.horizon_minutes),
             self.job,
