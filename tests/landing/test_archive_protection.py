@@ -5,44 +5,33 @@ key that cannot encrypt refuses the worker at start with one line."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
+from bench.local_aws import boto3_client
 from consumer.aws import Clients
 from consumer.landing.objects import PutOutcome
 from consumer.landing.protection import ObjectProtection
 from consumer.landing.s3 import S3ObjectStore
-from tests.support.cluster import REPO, Cluster
+from tests.support.cli import EXIT_REFUSED, one_line, run_lander
+from tests.support.cluster import Cluster
 
 pytestmark = pytest.mark.emulator
 
 OWNER = "123456789012"
 """moto's account id, which owns every bucket it makes."""
 TAGS = (("team", "data platform"), ("class", "pii:low"), ("cost-centre", "4711/a@b"))
-EXIT_REFUSED = 3
-
-
-def _client(env: dict[str, str], service: str) -> Any:
-    return boto3.client(
-        service,
-        region_name=env["AWS_REGION"],
-        endpoint_url=env[f"AWS_ENDPOINT_URL_{service.upper()}"],
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-    )
 
 
 @pytest.fixture
 def kms_key(aws_env: dict[str, str]) -> Iterator[tuple[str, str]]:
     """A fresh symmetric key and an alias naming it: (alias, key ARN)."""
-    kms = _client(aws_env, "kms")
+    kms = boto3_client(aws_env, "kms")
     meta = kms.create_key(Description="lander test")["KeyMetadata"]
     alias = f"alias/lander-{uuid.uuid4().hex[:8]}"
     kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
@@ -102,7 +91,7 @@ async def test_every_create_carries_encryption_tags_and_owner(
     finally:
         events.unregister("before-send.s3.*", record)
 
-    s3 = _client(aws_env, "s3")
+    s3 = boto3_client(aws_env, "s3")
     want = {"sse": "aws:kms", "key": alias, "bucket_key": True, "tags": TAGS}
     assert _stored(s3, bucket, "p/small") == want
     # moto keeps no bucket-key flag for a multipart upload, so that flag is checked on
@@ -131,7 +120,7 @@ async def test_sse_s3_and_the_defaults(aws_clients: Clients, aws_env: dict[str, 
         aws_clients.s3, bucket, protection=ObjectProtection("sse-s3")
     ).put_if_absent("a", b"a", {})
     await S3ObjectStore(aws_clients.s3, bucket).put_if_absent("b", b"b", {})
-    s3 = _client(aws_env, "s3")
+    s3 = boto3_client(aws_env, "s3")
     assert _stored(s3, bucket, "a")["sse"] == "AES256"
     assert _stored(s3, bucket, "b") == {"sse": None, "key": None, "bucket_key": None, "tags": ()}
 
@@ -182,19 +171,6 @@ def test_a_worker_lands_every_object_protected(
         cluster.stop_all()
 
 
-def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "lander"), *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 @pytest.mark.processes
 def test_a_kms_key_that_cannot_encrypt_refuses_the_worker(
     aws_env: dict[str, str], kms_key: tuple[str, str]
@@ -202,7 +178,7 @@ def test_a_kms_key_that_cannot_encrypt_refuses_the_worker(
     """A key that does not exist, or is disabled, stops `lander run` with exit 3 and one
     line naming the key and the setting; with the key enabled the checks pass."""
     alias, arn = kms_key
-    kinesis, s3, kms = (_client(aws_env, s) for s in ("kinesis", "s3", "kms"))
+    kinesis, s3, kms = (boto3_client(aws_env, s) for s in ("kinesis", "s3", "kms"))
     stream, bucket = f"kms-{uuid.uuid4().hex[:8]}", f"kms-{uuid.uuid4().hex[:10]}"
     kinesis.create_stream(StreamName=stream, ShardCount=1)
     kinesis.get_waiter("stream_exists").wait(
@@ -220,12 +196,9 @@ def test_a_kms_key_that_cannot_encrypt_refuses_the_worker(
     }
 
     def refusal(key: str) -> str:
-        done = _run({**env, "LANDER_ARCHIVE_KMS_KEY": key}, "run")
+        done = run_lander({**env, "LANDER_ARCHIVE_KMS_KEY": key}, "run")
         assert done.returncode == EXIT_REFUSED, done.stderr
-        assert "Traceback" not in done.stderr, done.stderr
-        lines = [line for line in done.stderr.splitlines() if line.startswith("lander:")]
-        assert len(lines) == 1, done.stderr
-        return lines[0]
+        return one_line(done)
 
     assert "KMS key alias/no-such-key (LANDER_ARCHIVE_KMS_KEY) does not exist" in refusal(
         "alias/no-such-key"
@@ -233,6 +206,6 @@ def test_a_kms_key_that_cannot_encrypt_refuses_the_worker(
     kms.disable_key(KeyId=arn.rsplit("/", 1)[-1])
     assert f"KMS key {alias} (LANDER_ARCHIVE_KMS_KEY) is Disabled, not Enabled" in refusal(alias)
     kms.enable_key(KeyId=arn.rsplit("/", 1)[-1])
-    done = _run({**env, "LANDER_ARCHIVE_KMS_KEY": alias}, "run", "--check")
+    done = run_lander({**env, "LANDER_ARCHIVE_KMS_KEY": alias}, "run", "--check")
     assert done.returncode == 0, done.stderr
     assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 1  # the probe, encrypted

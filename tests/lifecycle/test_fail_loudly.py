@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -26,13 +25,14 @@ from pathlib import Path
 import pytest
 
 from consumer.cli.harness import wait_until
+from tests.support.cli import EXIT_REFUSED
+from tests.support.cli import one_line as _one_line
+from tests.support.cli import run_lander as _lander
 from tests.support.cluster import FAST, REPO, Cluster
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes]
 
 FAILOVER = float(FAST["LANDER_FAILOVER_SECONDS"])
-LANDER = Path(sys.executable).parent / "lander"
-EXIT_REFUSED = 3
 
 
 def _free_port() -> int:
@@ -47,29 +47,6 @@ def _get(port: int, path: str) -> tuple[int, dict[str, object]]:
             return int(reply.status), json.loads(reply.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
-
-
-def _lander(
-    env: dict[str, str], *args: str, cwd: Path = REPO, timeout: float = 90
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(LANDER), *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def _one_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The refusal: one line on stderr starting with 'lander:', and no traceback."""
-    assert "Traceback" not in done.stderr, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.startswith("lander:")]
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 @pytest.fixture
