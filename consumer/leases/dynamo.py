@@ -5,6 +5,8 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
     leaseKey (S, hash key)  leaseOwner (S)  leaseCounter (N)
     checkpoint (S)  checkpointSubSequenceNumber (N)  ownerSwitchesSinceCheckpoint (N)
     parentShardId (SS)  handoffTo (S, the lander's graceful-steal request)
+    streamName (S)  shardId (S)   (multi-stream leases, keyed account:stream:epoch:shard;
+                                   their parentShardId holds shard ids, as in KCL)
     handoffAck (S, the receiver is ready: board coordination)
     lastUpdateMs (N)  millisBehindLatest (N)   (informational, for `lander status`)
     throughputKBps (N, KCL 3.x's name)  recordsPerSecond (N)
@@ -31,6 +33,7 @@ from botocore.exceptions import ClientError
 
 from consumer.aws import error_code
 from consumer.leases.dynamo_board import DynamoBoard, aws_errors, owner_index
+from consumer.leases.keys import parents_of_item, stream_attributes
 from consumer.leases.model import (
     RESERVED_PREFIX,
     Lease,
@@ -132,8 +135,7 @@ class DynamoLeaseStore(DynamoBoard):
             "checkpointSubSequenceNumber": {"N": str(sub)},
             "ownerSwitchesSinceCheckpoint": {"N": "0"},
         }
-        if parents:
-            item["parentShardId"] = {"SS": sorted(parents)}
+        item.update(stream_attributes(key, parents))
         try:
             await self._client.put_item(
                 TableName=self._table,
@@ -362,7 +364,7 @@ def lease_from_item(item: Item) -> Lease:
             int(item.get("checkpointSubSequenceNumber", {}).get("N", "0")),
         ),
         owner_switches=int(item.get("ownerSwitchesSinceCheckpoint", {}).get("N", "0")),
-        parents=frozenset(item.get("parentShardId", {}).get("SS", [])),
+        parents=parents_of_item(item),
         handoff_to=item.get("handoffTo", {}).get("S"),
         handoff_ack=item.get("handoffAck", {}).get("S"),
         updated_ms=_optional_int(item, "lastUpdateMs"),

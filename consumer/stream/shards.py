@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from consumer.leases.keys import StreamId, lease_key, split_key
 from consumer.leases.model import Lease
 from consumer.leases.store import LeaseStore
 from consumer.sequence import Checkpoint, Sentinel
@@ -97,9 +98,18 @@ class ShardSyncer:
     """
 
     def __init__(
-        self, stream: StreamClient, store: LeaseStore, initial: Sentinel, *, batch: int = 1
+        self,
+        stream: StreamClient,
+        store: LeaseStore,
+        initial: Sentinel,
+        *,
+        batch: int = 1,
+        stream_id: StreamId | None = None,
     ) -> None:
         self.batch = batch
+        self.stream_id = stream_id
+        """The stream whose leases this syncer keeps (None: a single-stream table, keyed
+        by shard id alone)."""
         self.stream = stream
         self.store = store
         self.initial = initial
@@ -109,13 +119,24 @@ class ShardSyncer:
         """The last pass created or deleted a lease."""
 
     async def sync(self, leases: list[Lease]) -> set[str]:
-        """Create missing leases and delete garbage; returns the listed shard ids."""
+        """Create missing leases and delete garbage; returns the lease keys of the
+        listed shards (their shard ids in a single-stream table).
+
+        ``leases`` may hold other streams' leases: only this stream's are compared.
+        """
         shards = await self.stream.list_shards()
         listed = {shard.shard_id for shard in shards}
-        existing = {lease.key for lease in leases}
+        mine = {shard: lease for lease in leases if (shard := self._shard_of(lease.key))}
         self.incomplete = False
         self.changed = False
-        plan = plan_new_leases(shards, existing, self.initial)
+        plan = [
+            NewLease(
+                lease_key(self.stream_id, n.key),
+                frozenset(lease_key(self.stream_id, p) for p in n.parents),
+                n.checkpoint,
+            )
+            for n in plan_new_leases(shards, set(mine), self.initial)
+        ]
         for start in range(0, len(plan), self.batch):
             batch = plan[start : start + self.batch]
             made = await asyncio.gather(
@@ -134,8 +155,17 @@ class ShardSyncer:
                 self.incomplete = True
                 log.debug("leases created by another worker; leaving the rest to it")
                 break
-        for key in leases_to_delete(leases, listed):
-            await self.store.delete_lease(key)
+        by_shard = [lease.evolve(key=shard) for shard, lease in mine.items()]
+        for shard in leases_to_delete(by_shard, listed):
+            await self.store.delete_lease(mine[shard].key)
             self.changed = True
-            log.info("lease of trimmed shard deleted", shard_id=key)
-        return listed
+            log.info("lease of trimmed shard deleted", shard_id=mine[shard].key)
+        return {lease_key(self.stream_id, shard) for shard in listed}
+
+    def _shard_of(self, key: str) -> str | None:
+        """The shard id of a lease of this stream (None: another stream's lease)."""
+        try:
+            stream, shard = split_key(key)
+        except ValueError:
+            return None
+        return shard if stream == self.stream_id else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
+from consumer.leases.keys import StreamId, lease_key
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.sequence import Checkpoint, Sentinel
 from consumer.stream.memory import MemoryStream
@@ -71,3 +72,29 @@ async def test_a_refused_batch_ends_the_pass() -> None:
     await syncer.sync(await store.list_leases())
     assert len(await store.list_leases()) == CREATE_BATCH * 3
     assert not syncer.incomplete
+
+
+async def test_streams_sharing_a_table_keep_to_their_own_leases() -> None:
+    """Keys carry the stream, parents too; one stream's sync neither counts another's
+    leases as its own nor deletes them."""
+    a, b = StreamId("123456789012", "a", 1), StreamId("123456789012", "b", 2)
+    stream_a, stream_b = MemoryStream(1), MemoryStream(1)
+    left, right = stream_a.split("shardId-000000000000", 2**127)
+    store = MemoryLeaseStore()
+    await store.ensure_table()
+    sync_a = ShardSyncer(stream_a, store, Sentinel.LATEST, stream_id=a)
+    sync_b = ShardSyncer(stream_b, store, Sentinel.TRIM_HORIZON, stream_id=b)
+    listed_a = await sync_a.sync(await store.list_leases())
+    listed_b = await sync_b.sync(await store.list_leases())
+    assert listed_a == {lease_key(a, s) for s in ("shardId-000000000000", left, right)}
+    assert listed_b == {lease_key(b, "shardId-000000000000")}
+    leases = {lease.key: lease for lease in await store.list_leases()}
+    assert set(leases) == listed_a | listed_b
+    assert leases[lease_key(a, left)].parents == {lease_key(a, "shardId-000000000000")}
+    assert leases[lease_key(a, "shardId-000000000000")].checkpoint is Sentinel.LATEST
+    assert leases[lease_key(b, "shardId-000000000000")].checkpoint is Sentinel.TRIM_HORIZON
+    # A sync finds nothing of its own missing, and never touches the other's leases.
+    store_before = dict(leases)
+    assert await sync_a.sync(list(leases.values())) == listed_a
+    assert not sync_a.changed
+    assert {lease.key: lease for lease in await store.list_leases()} == store_before
