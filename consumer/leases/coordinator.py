@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -87,10 +87,17 @@ class LeaseCoordinator:
         self.held: dict[str, HeldLease] = {}
         self.seen: dict[str, Seen] = {}
         self.listed_shards: set[str] | None = None
+        self.consumes: Callable[[str], bool] = _every_lease
+        """Whether this worker reads a lease's stream (a multi-stream worker reads the
+        streams it has lanes for; other leases are never ready here)."""
         self._owned_elsewhere: list[str] = []
         # A lease is revalidated before use once its last write is this old.
         self.stale_after = min(1.5 * renew_interval, 0.5 * failover)
         self._log = log.bind(worker_id=worker_id)
+
+    def ready(self, leases: Iterable[Lease]) -> set[str]:
+        """Leases that may be processed now, of the streams this worker reads."""
+        return {key for key in ready_keys(leases, self.listed_shards) if self.consumes(key)}
 
     # -- scanning and acquiring ------------------------------------------------------
 
@@ -146,7 +153,7 @@ class LeaseCoordinator:
             self.seen,
             now=self.clock(),
             failover=self.failover,
-            ready=ready_keys(leases, self.listed_shards),
+            ready=self.ready(leases),
             rng=self.rng,
         )
         taken = []
@@ -353,3 +360,7 @@ class LeaseCoordinator:
             self._log.warning("lease lost", shard_id=key, reason=reason)
             if self.metrics is not None:
                 self.metrics.leases_lost.inc()
+
+
+def _every_lease(key: str) -> bool:
+    return True

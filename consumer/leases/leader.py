@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from consumer.leases.board import LEAD_SECONDS, Board, line, plan_assignment, to_fence
-from consumer.leases.decisions import Seen, observe, ready_keys
+from consumer.leases.decisions import Seen, observe
 from consumer.leases.model import Lease, LeaseLostError
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ class Leader:
             self.view.values(),
             board,
             order,
-            ready=ready_keys(self.view.values(), w.listed_shards),
+            ready=w.ready(self.view.values()),
             lease_seen=self._view_seen,
             now=w.clock(),
             failover=w.failover,

@@ -98,12 +98,12 @@ class LeaseCheckpointer:
     def __init__(
         self,
         coordinator: LeaseCoordinator,
-        shard_id: str,
+        key: str,
         last_delivered: Callable[[], Position | None],
         on_checkpoint: Callable[[Checkpoint], None] | None = None,
     ) -> None:
         self._coordinator = coordinator
-        self.shard_id = shard_id
+        self.key = key
         self._last_delivered = last_delivered
         self._on_checkpoint = on_checkpoint
 
@@ -119,14 +119,14 @@ class LeaseCheckpointer:
 
     async def ensure_lease(self) -> None:
         """Raise LeaseLostError unless the lease is certainly ours right now."""
-        await self._coordinator.ensure_valid(self.shard_id)
+        await self._coordinator.ensure_valid(self.key)
 
     async def mark_shard_end(self) -> None:
         """Checkpoint SHARD_END; the worker calls this after ``shard_ended``."""
         await self._write(Sentinel.SHARD_END)
 
     async def _write(self, checkpoint: Checkpoint) -> None:
-        await self._coordinator.checkpoint(self.shard_id, checkpoint)
+        await self._coordinator.checkpoint(self.key, checkpoint)
         if self._on_checkpoint is not None:
             self._on_checkpoint(checkpoint)
 
@@ -175,7 +175,7 @@ class ShardConsumer:
 
     def __init__(
         self,
-        shard_id: str,
+        key: str,
         coordinator: LeaseCoordinator,
         stream: StreamClient,
         processor: RecordProcessor,
@@ -187,8 +187,12 @@ class ShardConsumer:
         progress: ShardProgress | None = None,
         fanout: FanOutReading | None = None,
         end_check_seconds: float = END_CHECK_SECONDS,
+        shard_id: str | None = None,
     ) -> None:
-        self.shard_id = shard_id
+        self.key = key
+        """The lease key (the shard id, or account:stream:epoch:shard id)."""
+        self.shard_id = shard_id or key
+        shard_id = self.shard_id
         self.progress = progress or ShardProgress()
         # Delivered batches (trimmed) whose records no checkpoint covers yet.
         self._unchecked: deque[list[Record]] = deque()
@@ -203,7 +207,7 @@ class ShardConsumer:
             self.reader = ShardReader(
                 stream,
                 shard_id,
-                coordinator.lease(shard_id).checkpoint,
+                coordinator.lease(key).checkpoint,
                 timestamp=timestamp,
                 limit=limit,
                 idle_seconds=idle_seconds,
@@ -216,20 +220,20 @@ class ShardConsumer:
                 fanout.client,
                 fanout.consumer,
                 shard_id,
-                coordinator.lease(shard_id).checkpoint,
+                coordinator.lease(key).checkpoint,
                 timestamp=timestamp,
                 stopping=self.stopping,
                 metrics=metrics,
                 end_check_seconds=end_check_seconds,
             )
-        start = coordinator.lease(shard_id).checkpoint
+        start = coordinator.lease(key).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None
         """The last position handed to the processor (the reader may be further on)."""
         self.checkpointer = LeaseCheckpointer(
-            coordinator, shard_id, lambda: self.delivered, self._checkpointed
+            coordinator, key, lambda: self.delivered, self._checkpointed
         )
         self.records_delivered = 0
-        self._log = log.bind(shard_id=shard_id, worker_id=coordinator.worker_id)
+        self._log = log.bind(shard_id=key, worker_id=coordinator.worker_id)
 
     def request_stop(self) -> None:
         """Finish the batch in hand, then shut down gracefully."""
@@ -237,7 +241,7 @@ class ShardConsumer:
 
     def _enter(self, state: State) -> None:
         if state not in TRANSITIONS[self.state]:
-            raise TransitionError(f"shard {self.shard_id}: {self.state} -> {state}")
+            raise TransitionError(f"shard {self.key}: {self.state} -> {state}")
         self.state = state
 
     async def run(self) -> Outcome:
@@ -252,7 +256,7 @@ class ShardConsumer:
         except LeaseLostError as exc:
             return await self._lease_lost(exc.reason)
         except asyncio.CancelledError:
-            if not self.coordinator.is_lost(self.shard_id):
+            if not self.coordinator.is_lost(self.key):
                 raise
             _uncancel()
             return await self._lease_lost("a renewal found the lease taken")
@@ -262,7 +266,7 @@ class ShardConsumer:
             raise
 
     async def _run(self) -> Outcome:
-        lease = self.coordinator.lease(self.shard_id)
+        lease = self.coordinator.lease(self.key)
         await self.processor.initialize(
             InitializationInput(self.shard_id, self.coordinator.worker_id, lease.checkpoint)
         )
@@ -278,7 +282,7 @@ class ShardConsumer:
                     raise batch
                 # Prove the lease is still ours before anyone acts on these records:
                 # after a pause this renews first, and raises if another worker took over.
-                await self.coordinator.ensure_valid(self.shard_id)
+                await self.coordinator.ensure_valid(self.key)
                 if batch.records:
                     self.delivered = batch.records[-1].position
                     self._unchecked.append(batch.records)
@@ -287,7 +291,7 @@ class ShardConsumer:
                     self.progress.records_read += len(batch.records)
                     self.progress.bytes_read += sum(len(r.data) for r in batch.records)
                 if batch.millis_behind is not None:
-                    self.coordinator.lag_ms[self.shard_id] = batch.millis_behind
+                    self.coordinator.lag_ms[self.key] = batch.millis_behind
                 await self.processor.process_records(
                     ProcessRecordsInput(batch.records, self.checkpointer, batch.millis_behind)
                 )
@@ -305,7 +309,7 @@ class ShardConsumer:
             fetcher.cancel()
             await asyncio.gather(fetcher, return_exceptions=True)
         self._enter(State.STOPPING)
-        await self.coordinator.ensure_valid(self.shard_id)
+        await self.coordinator.ensure_valid(self.key)
         await self.processor.shutdown_requested(self.checkpointer)
         self._enter(State.DONE)
         return Outcome.STOPPED

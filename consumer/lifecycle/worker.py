@@ -25,6 +25,12 @@ stuck (checkpoint age, pending records, last error) in the metrics and the lease
 Before any of that the worker claims its id (:mod:`consumer.leases.identity`): a
 second live process under the same id is refused.
 
+A worker reads one stream, or several (``LANDER_STREAMS``): one lane per stream
+(:mod:`consumer.lifecycle.lanes`), each with its own client, processors and shard
+syncer, over one lease table and one coordinator, so balance spreads every stream's
+shards together. A multi-stream worker lists the streams every
+``LANDER_STREAMS_SYNC_SECONDS`` and opens or retires lanes as streams appear and go.
+
 Long module: the supervising loops, the shard tasks and the landing health share one
 state (held leases, running consumers, whether the worker can land); apart, each
 would need the others' internals.
@@ -37,7 +43,7 @@ import contextlib
 import gc
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -50,10 +56,12 @@ from consumer.leases.board import LEAD_SECONDS
 from consumer.leases.board_coordinator import BoardCoordinator
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.identity import WorkerClaim
+from consumer.leases.keys import StreamId, split_key
 from consumer.leases.mixed import choose_coordination, refuse_other_mode
-from consumer.leases.model import ShardLoad, ShardReport
+from consumer.leases.model import Lease, ShardLoad, ShardReport
 from consumer.leases.store import CoordinatedStore, LeaseStore
 from consumer.leases.wake import Alarm
+from consumer.lifecycle.lanes import Lane, Lanes, StreamWatch
 from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shard_consumer import Outcome, ShardConsumer, ShardProgress
 from consumer.metrics import LanderMetrics, version
@@ -102,28 +110,36 @@ class Worker:
         self,
         settings: Settings,
         store: LeaseStore,
-        stream: StreamClient,
-        processor_factory: ProcessorFactory,
+        stream: StreamClient | None,
+        processor_factory: ProcessorFactory | None,
         *,
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
         probe: Probe | None = None,
         fanout: FanOutReading | None = None,
+        lanes: Iterable[Lane] = (),
+        watch: StreamWatch | None = None,
     ) -> None:
+        """One stream (``stream`` and ``processor_factory``; ``fanout`` in efo read
+        mode), or several: ``lanes``, and a ``watch`` that opens and retires lanes."""
         self.settings = settings
-        self.fanout = fanout
-        """Set in efo read mode: shards are read through SubscribeToShard."""
         self.metrics = metrics or LanderMetrics()
         self.worker_id = settings.worker_id
-        self.stream = stream
+        if stream is not None:
+            assert processor_factory is not None
+            initial, timestamp = settings.start_position
+            one = Lane(None, settings.stream, stream, processor_factory, initial, timestamp, fanout)
+            lanes = [one, *lanes]
+        self.lanes = Lanes(lanes)
+        if not len(self.lanes):
+            raise ValueError("a worker needs a stream (or lanes)")
+        self.watch = watch
         self.store = store
-        self.processor_factory = processor_factory
         self._rng = rng
         self.board: BoardCoordinator | None = None
         """Set under board coordination (the same object as :attr:`coordinator`)."""
         self.coordinator: LeaseCoordinator
         self.claim: WorkerClaim | None = None
-        self.syncer: ShardSyncer
         self.alarm = Alarm()
         """Cuts the board beat's sleep short on a wake-up (:mod:`consumer.leases.wake`)."""
         self.wake_address: str | None = None
@@ -186,9 +202,15 @@ class Worker:
             if self.board is not None
             else WorkerClaim(store, settings.worker_id, settings.failover_seconds)
         )
-        initial, self._timestamp = settings.start_position
+        self.coordinator.consumes = self.lanes.consumes
+        for lane in self.lanes:
+            self._set_syncer(lane)
+
+    def _set_syncer(self, lane: Lane) -> None:
         batch = CREATE_BATCH if self.board is not None else 1
-        self.syncer = ShardSyncer(self.stream, store, initial, batch=batch)
+        lane.syncer = ShardSyncer(
+            lane.client, self.store, lane.initial, batch=batch, stream_id=lane.stream_id
+        )
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -237,6 +259,8 @@ class Worker:
             "lease_table_contact_seconds_ago": None if age is None else round(age, 3),
             "leases_held": sorted(self.coordinator.held),
         }
+        if self.lanes.multi:
+            detail["streams"] = sorted(lane.name for lane in self.lanes)
         if self.unfit is not None:
             detail["cannot_land"] = self.unfit
         return Health(alive=self._running, ready=ready, detail=detail)
@@ -264,7 +288,7 @@ class Worker:
             await self.claim.acquire()
         self._log.info(
             "worker started",
-            stream=self.settings.stream,
+            streams=sorted(lane.name for lane in self.lanes),
             lease_table=self.settings.lease_table,
             failover_seconds=self.settings.failover_seconds,
             coordination=self.coordination,
@@ -283,6 +307,13 @@ class Worker:
                 asyncio.create_task(self._sync_loop()),
                 asyncio.create_task(self._loop("lease", self._lease_pass, self._scan_delay)),
             ]
+        if self.watch is not None:
+            watch = self.watch
+            takers.append(
+                asyncio.create_task(
+                    self._loop("streams", self._streams_pass, lambda: watch.interval)
+                )
+            )
         stop = asyncio.create_task(self._stopping.wait())
         done, _ = await asyncio.wait([*keepers, *takers, stop], return_when=asyncio.FIRST_COMPLETED)
         failure = next((t.exception() for t in done if t is not stop and t.exception()), None)
@@ -377,6 +408,8 @@ class Worker:
         delay: Callable[[], float],
         pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        if name == "streams":  # the lanes were made from a listing just before the start
+            await asyncio.sleep(delay())
         if name == "lease":
             await self._synced.wait()
             # De-synchronise workers started together (see plan_acquisitions).
@@ -467,7 +500,6 @@ class Worker:
 
     async def _sync_loop(self) -> None:
         failures = 0
-        missing = 0
         while True:
             if self.board is not None and not self.board.is_leader():
                 # Under board coordination only the leader lists shards and creates leases.
@@ -482,21 +514,12 @@ class Worker:
                     leases = await self.board.read_table(consistent=False) if view is None else view
                 else:
                     leases = await self.coordinator.read_table()
-                self.coordinator.listed_shards = await self.syncer.sync(leases)
-                if self.board is not None and self.syncer.changed:
-                    self.board.want_sweep()
+                failed = await self._sync_lanes(leases)
+                self.coordinator.listed_shards = self.lanes.listed()
                 self._last_contact = time.monotonic()
-                failures = missing = 0
-                self._synced.set()
-            except StreamNotFoundError as exc:
-                missing += 1
-                failures += 1
-                self._log.warning("stream not found", stream=self.settings.stream, attempt=missing)
-                if missing >= STREAM_MISSING_PASSES:
-                    raise StreamGoneError(
-                        f"Kinesis stream {self.settings.stream} does not exist any more "
-                        f"({missing} shard listings in a row found none)"
-                    ) from exc
+                failures = failures + 1 if failed else 0
+                if self.coordinator.listed_shards is not None:
+                    self._synced.set()
             except Exception as exc:
                 if not is_retriable(exc):
                     raise
@@ -504,12 +527,74 @@ class Worker:
                 self._log.warning("shard sync failed", error=repr(exc)[:500])
             self._sync_now.clear()
             delay = self.settings.shard_sync_seconds
-            if self.syncer.incomplete:  # another worker is creating leases: look again soon
+            if any(lane.incomplete for lane in self.lanes):
+                # Another worker is creating leases: look again soon.
                 delay = min(delay, SYNC_AGAIN_SECONDS * random.uniform(0.5, 1.5))
             if failures:
                 delay = min(delay, backoff(failures, base=0.5, cap=10.0) + 0.1)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._sync_now.wait(), timeout=delay)
+
+    async def _sync_lanes(self, leases: list[Lease]) -> bool:
+        """Sync every lane's leases with its shards; True if any lane failed (the others
+        are synced all the same: one stream's trouble holds no other back)."""
+        failed = False
+        for lane in self.lanes:
+            assert lane.syncer is not None
+            try:
+                lane.listed = await lane.syncer.sync(leases)
+                lane.incomplete = lane.syncer.incomplete
+                lane.missing = 0
+                if self.board is not None and lane.syncer.changed:
+                    self.board.want_sweep()
+            except StreamNotFoundError as exc:
+                failed = True
+                lane.missing += 1
+                self._log.warning("stream not found", stream=lane.name, attempt=lane.missing)
+                # Several streams: the watch retires a deleted one (StreamWatch).
+                if not self.lanes.multi and lane.missing >= STREAM_MISSING_PASSES:
+                    raise StreamGoneError(
+                        f"Kinesis stream {lane.name} does not exist any more "
+                        f"({lane.missing} shard listings in a row found none)"
+                    ) from exc
+            except Exception as exc:
+                if not is_retriable(exc) or not self.lanes.multi:
+                    raise
+                failed = True
+                self._log.warning("shard sync failed", stream=lane.name, error=repr(exc)[:500])
+        return failed
+
+    async def _streams_pass(self) -> None:
+        """Open lanes for new streams; retire the lanes of streams gone or unmatched."""
+        assert self.watch is not None
+        opened, retired = await self.watch.plan(self.lanes)
+        for stream in retired:
+            await self._retire(stream)
+        for lane in opened:
+            self._set_syncer(lane)
+            self.lanes.add(lane)
+            self._log.info("stream added", stream=lane.name, stream_id=str(lane.stream_id))
+        if opened:
+            self.coordinator.listed_shards = self.lanes.listed()
+            self._sync_now.set()
+
+    async def _retire(self, stream: StreamId) -> None:
+        """Stop reading a stream: its shards finish their batch, land, checkpoint and
+        release their leases (left in the table with their checkpoints)."""
+        lane = self.lanes.remove(stream)
+        if lane is None:
+            return
+        self.coordinator.listed_shards = self.lanes.listed()
+        keys = [key for key in self.coordinator.held if split_key(key)[0] == stream]
+        self._log.warning(
+            "stream retired", stream=lane.name, stream_id=stream.serialized, shards=keys
+        )
+        for key in keys:
+            consumer = self.consumers.get(key)
+            if consumer is not None:
+                consumer.request_stop()
+            elif key not in self.shard_tasks:
+                await self.coordinator.give_up(key, "retired")
 
     # -- shards ----------------------------------------------------------------------
 
@@ -562,6 +647,11 @@ class Worker:
             held = self.coordinator.held.get(key)
             if held is None or held.lost:
                 return
+            found = self.lanes.of_key(key)
+            if found is None:  # its stream was retired (or is not read here)
+                outcome = Outcome.STOPPED
+                break
+            lane, shard_id = found
             consumer: ShardConsumer | None = None
             try:
                 # Inside the try: a processor whose constructor fails, or a checkpoint
@@ -570,14 +660,15 @@ class Worker:
                 consumer = ShardConsumer(
                     key,
                     self.coordinator,
-                    self.stream,
-                    self.processor_factory(),
-                    timestamp=self._timestamp,
+                    lane.client,
+                    lane.factory(),
+                    shard_id=shard_id,
+                    timestamp=lane.timestamp,
                     limit=self.settings.max_records_per_call,
                     idle_seconds=self.settings.poll_idle_seconds,
                     metrics=self.metrics,
                     progress=progress,
-                    fanout=self.fanout,
+                    fanout=lane.fanout,
                     # A quiet fan-out shard is asked whether it ended as often as the
                     # shards are listed (kinesis-local never ends a closed shard's
                     # subscription; AWS does).
@@ -605,7 +696,8 @@ class Worker:
                 if self.unfit is None and not self._stopping.is_set():
                     await _wait_any((self._stopping, self._give_back), delay)
                 lost = self.coordinator.is_lost(key)
-                if self.unfit is None and not self._stopping.is_set() and not lost:
+                retired = self.lanes.of_key(key) is None
+                if self.unfit is None and not self._stopping.is_set() and not lost and not retired:
                     continue
                 outcome = Outcome.STOPPED
             finally:
@@ -616,6 +708,8 @@ class Worker:
             self.coordinator.forget(key)
             return
         why = "shutdown" if self.unfit is None else "unfit"
+        if self.lanes.of_key(key) is None:
+            why = "retired"
         await self.coordinator.give_up(key, "shard_end" if outcome is Outcome.ENDED else why)
         if outcome is Outcome.ENDED:
             self._sync_now.set()

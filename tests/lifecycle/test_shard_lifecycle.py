@@ -142,7 +142,7 @@ async def test_a_cancellation_without_a_lost_lease_is_not_a_lease_loss() -> None
 def test_a_change_the_diagram_does_not_allow_raises() -> None:
     """States are enforced: DONE cannot go back to PROCESSING."""
     consumer = ShardConsumer.__new__(ShardConsumer)
-    consumer.shard_id = "s"
+    consumer.key = "s"
     consumer.state = State.DONE
     with pytest.raises(TransitionError, match="done -> processing"):
         consumer._enter(State.PROCESSING)
