@@ -39,6 +39,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from consumer.errors import LanderError
 from consumer.landing.protection import ObjectProtection, check_owner, parse_tags
 from consumer.sequence import Sentinel
+from consumer.stream.streams import StreamChoice
 
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -75,7 +76,26 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
 
-    stream: str = Field(description="Name of the Kinesis data stream to consume.")
+    stream: str = Field(
+        description="Name of the Kinesis data stream to consume (or LANDER_STREAMS)."
+    )
+    streams: str | None = Field(
+        default=None,
+        description="Several streams in one fleet and one lease table, instead of "
+        "LANDER_STREAM: comma-separated names, ARNs and shell-style patterns (orders-*, "
+        "matched against ListStreams). Listed again every LANDER_STREAMS_SYNC_SECONDS: "
+        "new matching streams are read, a stream deleted or no longer matching is "
+        "retired after three listings without it (its leases keep their checkpoints). "
+        "Leases are keyed as KCL's multi-stream mode keys them "
+        "(account:stream:creationEpoch:shardId), so such a KCL table is adopted.",
+    )
+    streams_sync_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="With LANDER_STREAMS: how often every worker lists the streams "
+        "(ListStreams allows 5 calls a second per account: a fleet of W workers makes "
+        "W / this many).",
+    )
     lease_table: str = Field(description="DynamoDB table holding one lease per shard.")
     archive: str | None = Field(
         default=None,
@@ -290,10 +310,46 @@ class Settings(BaseSettings):
     )
     log_level: LogLevel = Field(default="info", description="Lowest level logged.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_or_many(cls, data: Any) -> Any:
+        # LANDER_STREAMS stands in for LANDER_STREAM: the field holds "" then.
+        if isinstance(data, dict) and data.get("streams") and "stream" not in data:
+            return {**data, "stream": ""}
+        return data
+
+    @field_validator("streams")
+    @classmethod
+    def _streams(cls, value: str | None) -> str | None:
+        if value is not None:
+            StreamChoice.parse(value)
+        return value
+
+    @model_validator(mode="after")
+    def _stream_or_streams(self) -> Settings:
+        if self.streams and self.stream:
+            raise ValueError("set LANDER_STREAM (one stream) or LANDER_STREAMS, not both")
+        if not self.streams and not self.stream:
+            raise ValueError("LANDER_STREAM must be 1-128 characters of A-Z a-z 0-9 _ . -")
+        if self.streams and self.read_mode == "efo":
+            raise ValueError(
+                "LANDER_READ_MODE=efo reads one stream: with LANDER_STREAMS use polling"
+            )
+        return self
+
+    def for_stream(self, name: str) -> Settings:
+        """The settings of one of LANDER_STREAMS' streams."""
+        return self.model_copy(update={"stream": name, "streams": None})
+
+    @property
+    def stream_choice(self) -> StreamChoice | None:
+        """LANDER_STREAMS parsed (None: one stream, LANDER_STREAM)."""
+        return None if self.streams is None else StreamChoice.parse(self.streams)
+
     @field_validator("stream")
     @classmethod
     def _stream_name(cls, value: str) -> str:
-        if not _STREAM_NAME.match(value):
+        if value and not _STREAM_NAME.match(value):
             raise ValueError("must be 1-128 characters of A-Z a-z 0-9 _ . -")
         return value
 

@@ -9,7 +9,8 @@ the service, the resource and the endpoint; no traceback reaches the operator.
 - Kinesis: the stream is listed, and a LATEST iterator of an open shard is read once
   (proves ListShards, GetShardIterator and GetRecords).
 - DynamoDB: the lease table exists (created when ``LANDER_LEASE_TABLE_CREATE`` allows)
-  and can be scanned.
+  and can be scanned, and its leases are keyed as this worker keys them: by shard id
+  for one stream, ``account:stream:epoch:shardId`` for several (LANDER_STREAMS).
 - The processor's probe (the lander's: a conditional put of the archive's reserved
   probe object, and a second put that must be refused).
 """
@@ -17,7 +18,7 @@ the service, the resource and the endpoint; no traceback reaches the operator.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -74,15 +75,23 @@ class Passed:
 
 async def preflight(
     target: Target,
-    stream: StreamClient,
+    stream: StreamClient | Sequence[StreamClient],
     store: LeaseStore,
     probe: Probe | None,
     *,
     create_table: bool,
+    multi: bool = False,
 ) -> Passed:
-    """Run every check in order; raise PreflightError at the first failure."""
-    shards = await _check_stream(target, stream)
-    leases = await _check_table(target, store, create_table)
+    """Run every check in order; raise PreflightError at the first failure.
+
+    ``stream`` is the one stream, or (``multi``: LANDER_STREAMS) every stream matched
+    at start; ``shards`` then counts theirs together.
+    """
+    streams = [stream] if not isinstance(stream, Sequence) else list(stream)
+    shards = 0
+    for one in streams:
+        shards += await _check_stream(target, one)
+    leases = await _check_table(target, store, create_table, multi=multi)
     if probe is not None:
         await _check_probe(target, probe)
     return Passed(shards=shards, leases=leases)
@@ -90,6 +99,7 @@ async def preflight(
 
 async def _check_stream(target: Target, stream: StreamClient) -> int:
     where = f"Kinesis at {target.kinesis_endpoint}"
+    name = getattr(stream, "stream", target.stream)
     try:
         shards = await _bounded(stream.list_shards(), where)
         open_shards = [shard for shard in shards if not shard.closed]
@@ -100,21 +110,23 @@ async def _check_stream(target: Target, stream: StreamClient) -> int:
             await _bounded(stream.get_records(iterator, 1), where)
     except StreamNotFoundError:
         raise PreflightError(
-            f"Kinesis stream {target.stream} does not exist ({where}); check LANDER_STREAM, "
+            f"Kinesis stream {name} does not exist ({where}); check LANDER_STREAM, "
             "AWS_REGION and the endpoint"
         ) from None
     except TransientStreamError as exc:
         raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
     except StreamError as exc:
         raise PreflightError(
-            f"Kinesis stream {target.stream} is not readable ({where}): {_cause(exc)}"
+            f"Kinesis stream {name} is not readable ({where}): {_cause(exc)}"
         ) from None
     except (BotoCoreError, ClientError, OSError) as exc:
         raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
     return len(shards)
 
 
-async def _check_table(target: Target, store: LeaseStore, create_table: bool) -> int:
+async def _check_table(
+    target: Target, store: LeaseStore, create_table: bool, *, multi: bool = False
+) -> int:
     where = f"DynamoDB at {target.dynamodb_endpoint}"
     try:
         if create_table:
@@ -131,6 +143,18 @@ async def _check_table(target: Target, store: LeaseStore, create_table: bool) ->
         raise PreflightError(
             f"lease table {target.lease_table} is not usable ({where}): {_cause(exc)}"
         ) from None
+    other = next((lease.key for lease in leases if (":" in lease.key) != multi), None)
+    if other is not None:
+        raise PreflightError(
+            f"lease table {target.lease_table} holds "
+            + (
+                f"single-stream leases (keyed by shard id: {other}); LANDER_STREAMS needs "
+                "a table of its own"
+                if multi
+                else f"multi-stream leases ({other}); read it with LANDER_STREAMS, or give "
+                "LANDER_STREAM a table of its own"
+            )
+        )
     return len(leases)
 
 

@@ -253,11 +253,21 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 async def _status(settings: Settings, *, as_json: bool) -> int:
     from consumer.aws import Clients, error_code
     from consumer.cli.efo import read_mode_line, read_mode_status
-    from consumer.cli.status import board_lines, render_json, render_table, shard_rows
+    from consumer.cli.status import (
+        board_lines,
+        by_shard_id,
+        keyed,
+        render_json,
+        render_streams_json,
+        render_table,
+        shard_rows,
+        stream_groups,
+    )
     from consumer.leases.dynamo import DynamoLeaseStore
+    from consumer.leases.keys import StreamId
     from consumer.leases.model import wall_ms
     from consumer.leases.store import TableMissingError
-    from consumer.stream import StreamError
+    from consumer.stream import Shard, StreamError, StreamNotFoundError
     from consumer.stream.kinesis import KinesisStream
 
     async with Clients() as clients:
@@ -275,29 +285,56 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         except Exception as exc:
             print(f"lander: cannot read the lease table: {error_code(exc) or exc}", file=sys.stderr)
             return 1
-        try:
-            shards = await KinesisStream(clients.kinesis, settings.stream).list_shards()
-        except StreamError as exc:
-            print(f"lander: cannot list the shards of {settings.stream}: {exc}", file=sys.stderr)
-            return 1
+        groups = stream_groups(leases)
+        if not settings.streams:
+            groups = {None: groups.get(None, [])}
+        listings: dict[StreamId | None, list[Shard]] = {}
+        for stream_id in groups:
+            name = settings.stream if stream_id is None else stream_id.name
+            try:
+                listings[stream_id] = await KinesisStream(clients.kinesis, name).list_shards()
+            except StreamNotFoundError:
+                if stream_id is None:
+                    print(f"lander: stream {name} does not exist", file=sys.stderr)
+                    return 1
+                listings[stream_id] = []  # deleted: its leases are shown as gone
+            except StreamError as exc:
+                print(f"lander: cannot list the shards of {name}: {exc}", file=sys.stderr)
+                return 1
         mode = await read_mode_status(settings, clients)
     now = wall_ms()
-    rows = shard_rows(
-        leases,
-        shards,
-        now_ms=now,
-        failover_seconds=settings.failover_seconds,
-        stall_seconds=settings.stall_seconds,
-        board=board,
-    )
-    if as_json:
-        print(render_json(rows, settings.stream, settings.lease_table, now, board, read_mode=mode))
+    rows = {
+        stream_id: shard_rows(
+            group,
+            keyed(stream_id, listings[stream_id]),
+            now_ms=now,
+            failover_seconds=settings.failover_seconds,
+            stall_seconds=settings.stall_seconds,
+            board=board,
+        )
+        for stream_id, group in groups.items()
+    }
+    table = settings.lease_table
+    if settings.streams:  # one group per stream, shards by shard id
+        named = [
+            (sid.name if sid else "?", sid.serialized if sid else "", by_shard_id(group))
+            for sid, group in rows.items()
+        ]
+        if as_json:
+            print(render_streams_json(named, table, now, board))
+        else:
+            print(f"{len(named)} streams in lease table {table} ({settings.streams})")
+            for name, serialized, shards in named:
+                print(f"\n== {name} ({serialized})")
+                print(render_table(shards, name, table))
+    elif as_json:
+        print(render_json(rows[None], settings.stream, table, now, board, read_mode=mode))
     else:
-        print(render_table(rows, settings.stream, settings.lease_table))
+        print(render_table(rows[None], settings.stream, table))
         print(read_mode_line(mode))
-        if board.slots:
-            print(f"board coordination: {len(board.slots)} workers on the board")
-            print("\n".join(board_lines(board, now)))
+    if not as_json and board.slots:
+        print(f"board coordination: {len(board.slots)} workers on the board")
+        print("\n".join(board_lines(board, now)))
     return 0
 
 
@@ -397,6 +434,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
 
     from consumer.aws import Clients
     from consumer.cli.efo import EfoStartError, start_fanout
+    from consumer.cli.fleet import open_fleet
     from consumer.errors import RefusedError
     from consumer.health import HealthServer
     from consumer.landing.protection import ObjectProtection
@@ -406,6 +444,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     from consumer.lifecycle.worker import Worker, tune_gc
     from consumer.metrics import LanderMetrics
     from consumer.preflight import PreflightError, Target, preflight
+    from consumer.stream import StreamError
     from consumer.stream.kinesis import KinesisStream
 
     async with Clients() as clients, AsyncExitStack() as exits:
@@ -419,9 +458,17 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             print(f"lander: LANDER_PROCESSOR {settings.processor}: {_reason(exc)}", file=sys.stderr)
             return EXIT_CONFIG
         store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
-        stream = KinesisStream(clients.kinesis, settings.stream)
+        fleet = None
+        if settings.streams:
+            try:
+                fleet = await open_fleet(settings, context)
+            except (RefusedError, StreamError) as exc:
+                print(f"lander: LANDER_STREAMS: {exc}", file=sys.stderr)
+                return EXIT_REFUSED
+        stream = None if fleet else KinesisStream(clients.kinesis, settings.stream)
+        streams = [lane.client for lane in fleet.lanes] if fleet else []
         target = Target(
-            stream=settings.stream,
+            stream=settings.stream or str(settings.streams),
             kinesis_endpoint=clients.kinesis.meta.endpoint_url,
             lease_table=settings.lease_table,
             dynamodb_endpoint=clients.dynamodb.meta.endpoint_url,
@@ -429,14 +476,20 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
         )
         try:
             passed = await preflight(
-                target, stream, store, loaded.probe, create_table=settings.lease_table_create
+                target,
+                stream or streams,
+                store,
+                loaded.probe,
+                create_table=settings.lease_table_create,
+                multi=fleet is not None,
             )
         except PreflightError as exc:
             print(f"lander: {exc}", file=sys.stderr)
             return EXIT_REFUSED
+        names = sorted(lane.name for lane in fleet.lanes) if fleet else [settings.stream]
         log.info(
             "start-up checks passed",
-            stream=settings.stream,
+            streams=names,
             shards=passed.shards,
             lease_table=settings.lease_table,
             leases=passed.leases,
@@ -454,7 +507,8 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
                 return EXIT_REFUSED
         if check_only:
             print(
-                f"lander: start-up checks passed: stream {settings.stream} ({passed.shards} "
+                f"lander: start-up checks passed: stream{'s' if fleet else ''} "
+                f"{', '.join(names) or '(none yet)'} ({passed.shards} "
                 f"shards), lease table {settings.lease_table} ({passed.leases} leases), "
                 f"archive {settings.archive or '-'}, processor {settings.processor}"
             )
@@ -463,10 +517,12 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             settings,
             store,
             stream,
-            loaded.factory,
+            None if fleet else loaded.factory,
             metrics=context.metrics,
             probe=loaded.probe,
             fanout=fanout,
+            lanes=fleet.lanes if fleet else (),
+            watch=fleet.watch if fleet else None,
         )
         server = None
         if settings.metrics_port is not None:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from consumer.leases.board import Board
+from consumer.leases.keys import StreamId, lease_key, split_key
 from consumer.leases.model import Lease
 from consumer.stream import Shard
 
@@ -233,6 +234,59 @@ def render_json(
             {"worker": worker, **asdict(slot)}
             for worker, slot in sorted(board.slots.items(), key=lambda item: item[1].joined)
         ]
+    return json.dumps(document, indent=2)
+
+
+def stream_groups(leases: Iterable[Lease]) -> dict[StreamId | None, list[Lease]]:
+    """A table's leases by stream (None: a single-stream table's), by stream name."""
+    groups: dict[StreamId | None, list[Lease]] = {}
+    for lease in leases:
+        try:
+            stream = split_key(lease.key)[0]
+        except ValueError:
+            stream = None
+        groups.setdefault(stream, []).append(lease)
+    return dict(sorted(groups.items(), key=lambda item: (item[0] is not None, item[0])))
+
+
+def keyed(stream: StreamId | None, shards: Iterable[Shard]) -> list[Shard]:
+    """A stream's shards named by their lease keys, to join with its leases."""
+    return [
+        Shard(
+            lease_key(stream, shard.shard_id),
+            frozenset(lease_key(stream, p) for p in shard.parents),
+            shard.closed,
+        )
+        for shard in shards
+    ]
+
+
+def by_shard_id(rows: Iterable[ShardStatus]) -> list[ShardStatus]:
+    """Rows of one stream named by shard id (the stream heads the group)."""
+    return [
+        replace(
+            row,
+            shard=split_key(row.shard)[1],
+            parents=tuple(split_key(p)[1] for p in row.parents),
+        )
+        for row in rows
+    ]
+
+
+def render_streams_json(
+    groups: Sequence[tuple[str, str, Sequence[ShardStatus]]],
+    table: str,
+    now_ms: int,
+    board: Board | None = None,
+) -> str:
+    """A multi-stream table as one JSON document: a list of streams (name, stream id,
+    shards) and the board's workers."""
+    document = json.loads(render_json([], "", table, now_ms, board))
+    del document["stream"], document["shards"]
+    document["streams"] = [
+        {"stream": name, "stream_id": stream_id, "shards": [asdict(r) for r in rows]}
+        for name, stream_id, rows in groups
+    ]
     return json.dumps(document, indent=2)
 
 

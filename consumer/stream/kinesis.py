@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -20,6 +20,7 @@ from consumer.stream import (
     ThrottledError,
     TransientStreamError,
 )
+from consumer.stream.streams import Listed
 
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient
@@ -86,6 +87,61 @@ class KinesisStream:
             next_iterator=response.get("NextShardIterator"),
             millis_behind=response.get("MillisBehindLatest"),
         )
+
+
+class KinesisCatalog:
+    """The account's streams, for LANDER_STREAMS: ListStreams, every page.
+
+    AWS answers with ``StreamSummaries`` (ARN, creation time, status); an emulator that
+    gives names only (kinesalite) is asked DescribeStreamSummary for each name that
+    ``wanted`` lets through. Streams being created or deleted are left out: they have
+    no shards to read.
+    """
+
+    def __init__(self, client: KinesisClient) -> None:
+        self._client = client
+
+    async def list(self, wanted: Callable[[str], bool]) -> list[Listed]:
+        names: list[str] = []
+        summaries: dict[str, Mapping[str, Any]] = {}
+        kwargs: dict[str, Any] = {}
+        while True:
+            try:
+                page = await self._client.list_streams(**kwargs)
+            except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
+                raise_stream_error(exc)
+            names += page.get("StreamNames", [])
+            for each in page.get("StreamSummaries", []):
+                summaries[each["StreamName"]] = each
+            if page.get("NextToken"):
+                kwargs = {"NextToken": page["NextToken"]}
+            elif page.get("HasMoreStreams") and names:
+                kwargs = {"ExclusiveStartStreamName": names[-1]}
+            else:
+                break
+        found: list[Listed] = []
+        for name in dict.fromkeys(names):
+            if not wanted(name):
+                continue
+            summary: Mapping[str, Any] | None = summaries.get(name)
+            if summary is None:
+                summary = await self._describe(name)
+            if summary is None or summary.get("StreamStatus") not in _READABLE:
+                continue
+            found.append(Listed(summary["StreamARN"], summary["StreamCreationTimestamp"]))
+        return found
+
+    async def _describe(self, name: str) -> Mapping[str, Any] | None:
+        try:
+            response = await self._client.describe_stream_summary(StreamName=name)
+        except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return None  # deleted since the listing
+            raise_stream_error(exc)
+        return response["StreamDescriptionSummary"]
+
+
+_READABLE = ("ACTIVE", "UPDATING")
 
 
 def to_record(raw: Mapping[str, Any]) -> KinesisRecord:

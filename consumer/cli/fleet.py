@@ -1,0 +1,77 @@
+"""``lander run`` over several streams (``LANDER_STREAMS``): the lanes a worker starts
+with and the watch that keeps them in step with the account's streams.
+
+Each stream's processors are loaded with the stream's own settings (its name in
+every landed line and key); the probe is the archive's, shared. Names and ARNs given
+explicitly must exist at start (one line names those that do not); a pattern may
+match nothing yet. A stream found by a later listing is read from TRIM_HORIZON
+whatever LANDER_INITIAL_POSITION says: it appeared while the fleet ran, so none of its
+records was meant to be skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from consumer.aws import Clients
+from consumer.config import Settings
+from consumer.errors import RefusedError
+from consumer.leases.keys import StreamId
+from consumer.lifecycle.lanes import Lane, StreamWatch
+from consumer.lifecycle.processor import WorkerContext, load_processor
+from consumer.sequence import Sentinel
+from consumer.stream.kinesis import KinesisCatalog, KinesisStream
+from consumer.stream.streams import Listed
+
+log = structlog.get_logger("consumer.cli.fleet")
+
+
+class StreamsMissingError(RefusedError):
+    """Streams named in LANDER_STREAMS do not exist."""
+
+
+@dataclass
+class Fleet:
+    """What a multi-stream worker starts with."""
+
+    lanes: list[Lane]
+    watch: StreamWatch
+
+
+async def open_fleet(settings: Settings, context: WorkerContext) -> Fleet:
+    """List the streams LANDER_STREAMS names and open a lane for each."""
+    choice = settings.stream_choice
+    assert choice is not None
+    clients: Clients = context.clients
+    catalog = KinesisCatalog(clients.kinesis)
+
+    async def lister() -> list[Listed]:
+        return [s for s in await catalog.list(choice.may_match) if choice.matches(s)]
+
+    async def make_lane(stream: StreamId, *, later: bool = False) -> Lane:
+        own = settings.for_stream(stream.name)
+        loaded = load_processor(own.processor, WorkerContext(own, clients, context.metrics))
+        initial, timestamp = own.start_position
+        if later:  # created while the fleet ran: every record of it is new
+            initial, timestamp = Sentinel.TRIM_HORIZON, None
+        client = KinesisStream(clients.kinesis, stream.name)
+        return Lane(stream, stream.name, client, loaded.factory, initial, timestamp)
+
+    listed = await lister()
+    absent = choice.absent(listed)
+    if absent:
+        raise StreamsMissingError(
+            f"LANDER_STREAMS names streams that do not exist (or are not active): "
+            f"{', '.join(absent)} (Kinesis at {clients.kinesis.meta.endpoint_url})"
+        )
+    if not listed:
+        log.warning("no stream matches LANDER_STREAMS yet", streams=settings.streams)
+    lanes = [await make_lane(stream.id) for stream in sorted(listed, key=lambda s: s.id)]
+
+    async def make_later(stream: StreamId) -> Lane:
+        return await make_lane(stream, later=True)
+
+    watch = StreamWatch(choice, lister, make_later, interval=settings.streams_sync_seconds)
+    return Fleet(lanes, watch)
