@@ -2,7 +2,8 @@
 
 Served on ``/metrics`` by :mod:`consumer.health` when ``LANDER_METRICS_PORT`` is set,
 and read directly by tests. Series are per shard where an operator acts per shard
-(lag, throttles, what landed); lease events are per worker.
+(lag, throttles, what landed), labelled ``stream`` and ``shard_id`` (a worker of
+several streams holds shards of the same id in each); lease events are per worker.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class LanderMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self.stream = ""
+        """The ``stream`` label of a single-stream worker's shards (set by the worker)."""
         r = self.registry
         # -- worker and leases --------------------------------------------------------
         self.worker_info = Gauge(
@@ -69,76 +72,85 @@ class LanderMetrics:
         self.records_read = Counter(
             "lander_records_read",
             "User records read from the stream (after de-aggregation).",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.millis_behind = Gauge(
             "lander_millis_behind_latest",
             "MillisBehindLatest of the shard's last GetRecords (0: caught up).",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.getrecords_seconds = Histogram(
             "lander_getrecords_seconds",
             "GetRecords latency, successful or not.",
-            ["shard_id"],
+            ["stream", "shard_id"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
         self.getrecords_throttles = Counter(
             "lander_getrecords_throttles",
             "GetRecords calls refused for throughput (ProvisionedThroughputExceeded).",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.getrecords_errors = Counter(
             "lander_getrecords_errors",
             "GetRecords calls that failed otherwise, by error class.",
-            ["shard_id", "error"],
+            ["stream", "shard_id", "error"],
             registry=r,
         )
         # -- landing ------------------------------------------------------------------
         self.records_landed = Counter(
-            "lander_records_landed", "User records landed.", ["shard_id"], registry=r
+            "lander_records_landed", "User records landed.", ["stream", "shard_id"], registry=r
         )
         self.bytes_landed = Counter(
-            "lander_bytes_landed", "Uncompressed JSON bytes landed.", ["shard_id"], registry=r
+            "lander_bytes_landed",
+            "Uncompressed JSON bytes landed.",
+            ["stream", "shard_id"],
+            registry=r,
         )
         self.files_landed = Counter(
-            "lander_files_landed", "Objects created by this worker.", ["shard_id"], registry=r
+            "lander_files_landed",
+            "Objects created by this worker.",
+            ["stream", "shard_id"],
+            registry=r,
         )
         self.replayed_puts = Counter(
             "lander_replayed_puts",
             "Puts that found the same object already landed (a replay).",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.conflicts = Counter(
             "lander_conflicts",
             "Puts that found a different object under the key; the existing one is kept.",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.duplicates_dropped = Counter(
             "lander_duplicates_dropped",
             "Records not landed again, by cause (replay: already landed; producer: event id "
             "seen recently; sequence: producer number seen for the partition key).",
-            ["shard_id", "cause"],
+            ["stream", "shard_id", "cause"],
             registry=r,
         )
         self.dead_letters = Counter(
             "lander_dead_letters",
             "Records sent to the dead-letter prefix.",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.checkpoint_failures = Counter(
-            "lander_checkpoint_failures", "Checkpoints refused or failed.", ["shard_id"], registry=r
+            "lander_checkpoint_failures",
+            "Checkpoints refused or failed.",
+            ["stream", "shard_id"],
+            registry=r,
         )
         self.landing_failures = Counter(
             "lander_landing_failures",
             "Failed attempts to put an object into the archive, by error.",
-            ["shard_id", "error"],
+            ["stream", "shard_id", "error"],
             registry=r,
         )
         # -- stalls and health ----------------------------------------------------------
@@ -146,19 +158,19 @@ class LanderMetrics:
             "lander_checkpoint_age_seconds",
             "Seconds since the shard's checkpoint last moved on this worker (since the "
             "lease was taken if it has not moved yet); 0 while no record waits.",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.records_pending = Gauge(
             "lander_records_pending",
             "Records delivered to the processor and not yet covered by a checkpoint.",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.shard_restarts = Counter(
             "lander_shard_restarts",
             "Times the shard's processor failed and the shard restarted from its checkpoint.",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
         self.landing_healthy = Gauge(
@@ -181,17 +193,39 @@ class LanderMetrics:
         self.reconcile_listings = Counter(
             "lander_reconcile_listings",
             "Listings of landed objects made to reconcile after a takeover.",
-            ["shard_id"],
+            ["stream", "shard_id"],
             registry=r,
         )
 
     def value(self, name: str, **labels: str) -> float:
-        """A counter's current value (0 if never incremented)."""
-        return self.registry.get_sample_value(f"{name}_total", labels) or 0.0
+        """A counter's current value, summed over the labels not given (0 if never
+        incremented)."""
+        total = 0.0
+        for family in self.registry.collect():
+            for sample in family.samples:
+                if sample.name == f"{name}_total" and all(
+                    sample.labels.get(k) == v for k, v in labels.items()
+                ):
+                    total += sample.value
+        return total
 
-    def forget_shard(self, shard_id: str) -> None:
+    def shard(self, key: str) -> tuple[str, str]:
+        """The ``stream`` and ``shard_id`` labels of a lease key: a multi-stream key
+        names its stream; a shard id alone belongs to :attr:`stream`."""
+        # Imported here: deploy/validate.py lists this module's series with
+        # prometheus_client alone, and the leases package needs the daemon's dependencies.
+        from consumer.leases.keys import split_key  # noqa: PLC0415
+
+        try:
+            stream, shard_id = split_key(key)
+        except ValueError:
+            return self.stream, key
+        return (self.stream if stream is None else stream.name), shard_id
+
+    def forget_shard(self, key: str) -> None:
         """Drop the shard's gauge once this worker no longer reads it, so a lag
         reported by a worker that lost the shard does not linger as a flat line."""
+        labels = self.shard(key)
         for gauge in (self.millis_behind, self.checkpoint_age, self.records_pending):
             with contextlib.suppress(KeyError):
-                gauge.remove(shard_id)
+                gauge.remove(*labels)

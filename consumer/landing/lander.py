@@ -155,9 +155,13 @@ class Lander:
                 listed = len(self.reconciler.listed)
                 landed = await self.reconciler.already_landed(record)
                 if len(self.reconciler.listed) > listed:
-                    self.metrics.reconcile_listings.labels(self.shard_id).inc()
+                    self.metrics.reconcile_listings.labels(
+                        self.settings.stream, self.shard_id
+                    ).inc()
                 if landed:
-                    self.metrics.duplicates_dropped.labels(self.shard_id, "replay").inc()
+                    self.metrics.duplicates_dropped.labels(
+                        self.settings.stream, self.shard_id, "replay"
+                    ).inc()
                     self._replayed += 1
                     skipped = record
                     continue
@@ -185,10 +189,14 @@ class Lander:
             return self.batcher.add_dead(encoded, now)
         line, event_id = encoded
         if self.recent is not None and event_id is not None and self.recent.seen(event_id):
-            self.metrics.duplicates_dropped.labels(self.shard_id, "producer").inc()
+            self.metrics.duplicates_dropped.labels(
+                self.settings.stream, self.shard_id, "producer"
+            ).inc()
             return self.batcher.add_dropped(record, now)
         if event_id is None and self.watermarks is not None and self._seen_number(record):
-            self.metrics.duplicates_dropped.labels(self.shard_id, "sequence").inc()
+            self.metrics.duplicates_dropped.labels(
+                self.settings.stream, self.shard_id, "sequence"
+            ).inc()
             return self.batcher.add_dropped(record, now)
         return self.batcher.add_line(record, line, now)
 
@@ -217,7 +225,7 @@ class Lander:
                 {"reason": dead.reason[:200], CONTENT_DIGEST: sha256(line)},
                 checkpointer,
             )
-            self.metrics.dead_letters.labels(self.shard_id).inc()
+            self.metrics.dead_letters.labels(self.settings.stream, self.shard_id).inc()
             self._log.warning(
                 "record dead-lettered", position=str(position), reason=dead.reason, key=key
             )
@@ -232,14 +240,14 @@ class Lander:
         }
         outcome = await self._put(key, run.body, metadata, checkpointer)
         if outcome is PutOutcome.CREATED:
-            self.metrics.files_landed.labels(self.shard_id).inc()
-            self.metrics.records_landed.labels(self.shard_id).inc(run.lines)
-            self.metrics.bytes_landed.labels(self.shard_id).inc(run.raw_bytes)
+            self.metrics.files_landed.labels(self.settings.stream, self.shard_id).inc()
+            self.metrics.records_landed.labels(self.settings.stream, self.shard_id).inc(run.lines)
+            self.metrics.bytes_landed.labels(self.settings.stream, self.shard_id).inc(run.raw_bytes)
         elif outcome is PutOutcome.REPLAYED:
-            self.metrics.replayed_puts.labels(self.shard_id).inc()
+            self.metrics.replayed_puts.labels(self.settings.stream, self.shard_id).inc()
             self._log.info("landed object already present (replay)", key=key)
         else:
-            self.metrics.conflicts.labels(self.shard_id).inc()
+            self.metrics.conflicts.labels(self.settings.stream, self.shard_id).inc()
             self._log.error("landed object conflict; existing object kept", key=key)
         await self._checkpoint(checkpointer, run)
 
@@ -252,7 +260,9 @@ class Lander:
             try:
                 return await self.store.put_if_absent(key, body, metadata)
             except ObjectStoreError as exc:
-                self.metrics.landing_failures.labels(self.shard_id, exc.kind).inc()
+                self.metrics.landing_failures.labels(
+                    self.settings.stream, self.shard_id, exc.kind
+                ).inc()
                 if not exc.retriable or attempt == PUT_ATTEMPTS:
                     raise
                 delay = backoff(attempt, base=0.2, cap=10.0)
@@ -265,7 +275,7 @@ class Lander:
         try:
             await checkpointer.checkpoint(position)
         except LeaseLostError:
-            self.metrics.checkpoint_failures.labels(self.shard_id).inc()
+            self.metrics.checkpoint_failures.labels(self.settings.stream, self.shard_id).inc()
             raise
 
     async def _flush(self, checkpointer: Checkpointer) -> None:

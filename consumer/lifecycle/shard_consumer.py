@@ -188,6 +188,7 @@ class ShardConsumer:
         fanout: FanOutReading | None = None,
         end_check_seconds: float = END_CHECK_SECONDS,
         shard_id: str | None = None,
+        stream_name: str | None = None,
     ) -> None:
         self.key = key
         """The lease key (the shard id, or account:stream:epoch:shard id)."""
@@ -213,6 +214,7 @@ class ShardConsumer:
                 idle_seconds=idle_seconds,
                 stopping=self.stopping,
                 metrics=metrics,
+                stream_name=stream_name,
             )
         else:  # efo: the same batches, pushed through SubscribeToShard
             self.reader = SubscriptionReader(
@@ -225,6 +227,7 @@ class ShardConsumer:
                 stopping=self.stopping,
                 metrics=metrics,
                 end_check_seconds=end_check_seconds,
+                stream_name=stream_name,
             )
         start = coordinator.lease(key).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None

@@ -124,6 +124,7 @@ class Worker:
         mode), or several: ``lanes``, and a ``watch`` that opens and retires lanes."""
         self.settings = settings
         self.metrics = metrics or LanderMetrics()
+        self.metrics.stream = settings.stream
         self.worker_id = settings.worker_id
         if stream is not None:
             assert processor_factory is not None
@@ -468,8 +469,9 @@ class Worker:
                 continue
             self._measure_load(key, progress, now)
             age = progress.age(now)
-            self.metrics.checkpoint_age.labels(key).set(round(age, 3))
-            self.metrics.records_pending.labels(key).set(progress.pending)
+            labels = self.metrics.shard(key)
+            self.metrics.checkpoint_age.labels(*labels).set(round(age, 3))
+            self.metrics.records_pending.labels(*labels).set(progress.pending)
             self.coordinator.reports[key] = ShardReport(
                 pending=progress.pending,
                 checkpoint_age_ms=int(age * 1000),
@@ -663,6 +665,7 @@ class Worker:
                     lane.client,
                     lane.factory(),
                     shard_id=shard_id,
+                    stream_name=lane.name,
                     timestamp=lane.timestamp,
                     limit=self.settings.max_records_per_call,
                     idle_seconds=self.settings.poll_idle_seconds,
@@ -680,7 +683,7 @@ class Worker:
                 outcome = await consumer.run()
             except Exception as exc:
                 progress.failed(exc)
-                self.metrics.shard_restarts.labels(key).inc()
+                self.metrics.shard_restarts.labels(*self.metrics.shard(key)).inc()
                 delay = backoff(progress.failures, base=1.0, cap=30.0) + 0.5
                 self._log.error(
                     "shard failed; restarting it from its checkpoint",

@@ -65,8 +65,13 @@ class ShardReader:
         stopping: asyncio.Event | None = None,
         clock: Callable[[], float] | None = None,
         metrics: LanderMetrics | None = None,
+        stream_name: str | None = None,
     ) -> None:
         self.stream = stream
+        self.stream_name = (
+            stream_name if stream_name is not None else metrics.stream if metrics else ""
+        )
+        """The ``stream`` label of this shard's series."""
         self.metrics = metrics
         self.shard_id = shard_id
         self.limit = limit
@@ -134,19 +139,23 @@ class ShardReader:
         try:
             page = await self.stream.get_records(iterator, self.limit)
         except ThrottledError:
-            self.metrics.getrecords_throttles.labels(self.shard_id).inc()
+            self.metrics.getrecords_throttles.labels(self.stream_name, self.shard_id).inc()
             raise
         except IteratorExpiredError:
             raise
         except StreamError as exc:
-            self.metrics.getrecords_errors.labels(self.shard_id, type(exc).__name__).inc()
+            self.metrics.getrecords_errors.labels(
+                self.stream_name, self.shard_id, type(exc).__name__
+            ).inc()
             raise
         finally:
-            self.metrics.getrecords_seconds.labels(self.shard_id).observe(
+            self.metrics.getrecords_seconds.labels(self.stream_name, self.shard_id).observe(
                 time.perf_counter() - started
             )
         if page.millis_behind is not None:
-            self.metrics.millis_behind.labels(self.shard_id).set(page.millis_behind)
+            self.metrics.millis_behind.labels(self.stream_name, self.shard_id).set(
+                page.millis_behind
+            )
         return page
 
     def _unpack(self, raw: list[KinesisRecord]) -> list[Record]:
@@ -154,7 +163,7 @@ class ShardReader:
         if records:
             self.last = records[-1].position
             if self.metrics is not None:
-                self.metrics.records_read.labels(self.shard_id).inc(len(records))
+                self.metrics.records_read.labels(self.stream_name, self.shard_id).inc(len(records))
         return records
 
     async def _pace(self) -> None:

@@ -105,8 +105,13 @@ class SubscriptionReader:
         end_check_seconds: float = END_CHECK_SECONDS,
         clock: Callable[[], float] | None = None,
         metrics: LanderMetrics | None = None,
+        stream_name: str | None = None,
     ) -> None:
         self.stream = stream
+        self.stream_name = (
+            stream_name if stream_name is not None else metrics.stream if metrics else ""
+        )
+        """The ``stream`` label of this shard's series."""
         self.fanout = fanout
         self.consumer = consumer
         self.shard_id = shard_id
@@ -269,7 +274,7 @@ class SubscriptionReader:
         if records:
             self.last = records[-1].position
             if self.metrics is not None:
-                self.metrics.records_read.labels(self.shard_id).inc(len(records))
+                self.metrics.records_read.labels(self.stream_name, self.shard_id).inc(len(records))
         return records
 
     async def _ended_by_polling(self) -> Batch | None:

@@ -130,16 +130,17 @@ def test_recorded_pages_become_promtool_input_series() -> None:
     """One series per sample name with the scrape's instance, one value per page, `_`
     where a page lacks it, durations scaled, `_created` left out."""
     metrics = LanderMetrics()
+    metrics.stream = "s"
     pages = []
     metrics.landing_healthy.set(1)
     pages.append(generate_latest(metrics.registry).decode())
-    metrics.checkpoint_age.labels("s0").set(2.5)
-    metrics.records_pending.labels("s0").set(7)
-    metrics.shard_restarts.labels("s0").inc()
+    metrics.checkpoint_age.labels("s", "s0").set(2.5)
+    metrics.records_pending.labels("s", "s0").set(7)
+    metrics.shard_restarts.labels("s", "s0").inc()
     pages.append(generate_latest(metrics.registry).decode())
     metrics.landing_healthy.set(0)
     metrics.forget_shard("s0")
-    metrics.landing_failures.labels('s"1', "NoSuchBucket").inc(3)
+    metrics.landing_failures.labels("s", 's"1', "NoSuchBucket").inc(3)
     pages.append(generate_latest(metrics.registry).decode())
 
     series = {
@@ -148,10 +149,14 @@ def test_recorded_pages_become_promtool_input_series() -> None:
     }
 
     assert series['lander_landing_healthy{instance="w1"}'] == "1 1 0"
-    assert series['lander_checkpoint_age_seconds{instance="w1",shard_id="s0"}'] == "_ 300 _"
-    assert series['lander_records_pending{instance="w1",shard_id="s0"}'] == "_ 7 _"
-    assert series['lander_shard_restarts_total{instance="w1",shard_id="s0"}'] == "_ 1 1"
-    failures = 'lander_landing_failures_total{error="NoSuchBucket",instance="w1",shard_id="s\\"1"}'
+    shard = 'instance="w1",shard_id="s0",stream="s"'
+    assert series[f"lander_checkpoint_age_seconds{{{shard}}}"] == "_ 300 _"
+    assert series[f"lander_records_pending{{{shard}}}"] == "_ 7 _"
+    assert series[f"lander_shard_restarts_total{{{shard}}}"] == "_ 1 1"
+    failures = (
+        'lander_landing_failures_total{error="NoSuchBucket",instance="w1",shard_id="s\\"1",'
+        'stream="s"}'
+    )
     assert series[failures] == "_ _ 3"
     assert series['lander_leases_held{instance="w1"}'] == "0 0 0"
     assert not [name for name in series if "_created" in name or not name.startswith("lander_")]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from consumer.leases.keys import StreamId, lease_key
 from consumer.lifecycle.lanes import GRACE_LISTINGS, Lane, Lanes, StreamWatch
 from consumer.lifecycle.processor import RecordProcessor
+from consumer.metrics import LanderMetrics
 from consumer.stream.memory import MemoryStream
 from consumer.stream.streams import Listed, StreamChoice
 
@@ -135,3 +136,33 @@ async def test_a_stream_created_again_replaces_the_old_lane_at_once() -> None:
     assert new.stream_id is not None
     assert old.stream_id is not None
     assert new.stream_id.created - old.stream_id.created == 3600
+
+
+def test_shard_series_are_labelled_by_stream() -> None:
+    """A worker of several streams holds shards of the same id in each: every per-shard
+    series names the stream, and a lost lease's gauges go with their stream."""
+    metrics = LanderMetrics()
+    metrics.stream = "orders"  # a single-stream worker's shards
+    clicks = lease_key(StreamId(ACCOUNT, "clicks", 5), "shardId-000000000001")
+    assert metrics.shard("shardId-000000000001") == ("orders", "shardId-000000000001")
+    assert metrics.shard(clicks) == ("clicks", "shardId-000000000001")
+    metrics.millis_behind.labels("clicks", "shardId-000000000001").set(5)
+    metrics.millis_behind.labels("orders", "shardId-000000000001").set(7)
+    metrics.records_landed.labels("clicks", "shardId-000000000001").inc(3)
+    metrics.records_landed.labels("orders", "shardId-000000000001").inc(4)
+    assert metrics.value("lander_records_landed", stream="clicks") == 3
+    assert metrics.value("lander_records_landed", shard_id="shardId-000000000001") == 7
+    metrics.forget_shard(clicks)
+    sample = metrics.registry.get_sample_value
+    assert (
+        sample(
+            "lander_millis_behind_latest", {"stream": "clicks", "shard_id": "shardId-000000000001"}
+        )
+        is None
+    )
+    assert (
+        sample(
+            "lander_millis_behind_latest", {"stream": "orders", "shard_id": "shardId-000000000001"}
+        )
+        == 7
+    )

@@ -181,8 +181,9 @@ async def test_a_shard_that_fails_while_the_probe_passes_is_retried_in_place() -
     assert "processor bug on this shard" in (lease.report.last_error or "")
     assert worker.unfit is None
     assert metrics.value("lander_shard_restarts", shard_id=shard) >= 3
-    assert (metrics.registry.get_sample_value("lander_records_pending", {"shard_id": shard})) == 5
-    age = metrics.registry.get_sample_value("lander_checkpoint_age_seconds", {"shard_id": shard})
+    labels = {"stream": metrics.stream, "shard_id": shard}
+    assert metrics.registry.get_sample_value("lander_records_pending", labels) == 5
+    age = metrics.registry.get_sample_value("lander_checkpoint_age_seconds", labels)
     assert age is not None
     assert age > 0
     worker.request_stop()

@@ -361,7 +361,8 @@ async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     assert read == 40
     assert (
         m1.registry.get_sample_value(
-            "lander_millis_behind_latest", {"shard_id": "shardId-000000000000"}
+            "lander_millis_behind_latest",
+            {"stream": m1.stream, "shard_id": "shardId-000000000000"},
         )
         is not None
     )
