@@ -40,6 +40,7 @@ from consumer.errors import LanderError
 from consumer.landing.protection import ObjectProtection, check_owner, parse_tags
 from consumer.sequence import Sentinel
 from consumer.stream.streams import StreamChoice
+from consumer.streams_file import overrides_for, read_streams_file
 
 _STREAM_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _TABLE_NAME = re.compile(r"^[A-Za-z0-9_.-]{3,255}$")
@@ -88,6 +89,14 @@ class Settings(BaseSettings):
         "retired after three listings without it (its leases keep their checkpoints). "
         "Leases are keyed as KCL's multi-stream mode keys them "
         "(account:stream:creationEpoch:shardId), so such a KCL table is adopted.",
+    )
+    streams_file: str | None = Field(
+        default=None,
+        description="With LANDER_STREAMS: a TOML file of the settings that differ between "
+        'streams, one table per stream name or pattern ([streams."orders"] archive = '
+        '"s3://b/orders"); a stream may set archive, payload_format, event_id_pointer, '
+        "sequence_pointer and initial_position. Exact names win over patterns, then the "
+        "first pattern in the file. Validated at start.",
     )
     streams_sync_seconds: float = Field(
         default=60.0,
@@ -337,9 +346,37 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _per_stream(self) -> Settings:
+        if self.streams_file is None:
+            return self
+        if not self.streams:
+            raise ValueError(
+                "LANDER_STREAMS_FILE sets per-stream settings: it needs LANDER_STREAMS"
+            )
+        try:
+            tables = read_streams_file(self.streams_file)
+        except ValueError as exc:
+            raise ValueError(f"LANDER_STREAMS_FILE {exc}") from None
+        for name, table in tables:
+            try:
+                self._one(name if _STREAM_NAME.match(name) else "stream", table)
+            except ValidationError as exc:
+                raise ValueError(
+                    f'LANDER_STREAMS_FILE [streams."{name}"]: {"; ".join(problems(exc))}'
+                ) from None
+        return self
+
+    def _one(self, name: str, overrides: Mapping[str, str]) -> Settings:
+        values = {**self.model_dump(), **overrides}
+        return type(self)(**{**values, "stream": name, "streams": None, "streams_file": None})
+
     def for_stream(self, name: str) -> Settings:
-        """The settings of one of LANDER_STREAMS' streams."""
-        return self.model_copy(update={"stream": name, "streams": None})
+        """The settings of one of LANDER_STREAMS' streams: these, with what
+        LANDER_STREAMS_FILE sets for it."""
+        if self.streams_file is None:
+            return self.model_copy(update={"stream": name, "streams": None})
+        return self._one(name, overrides_for(read_streams_file(self.streams_file), name))
 
     @property
     def stream_choice(self) -> StreamChoice | None:

@@ -466,6 +466,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
                 print(f"lander: LANDER_STREAMS: {exc}", file=sys.stderr)
                 return EXIT_REFUSED
         stream = None if fleet else KinesisStream(clients.kinesis, settings.stream)
+        probe = (fleet.probe if fleet else None) or loaded.probe
         streams = [lane.client for lane in fleet.lanes] if fleet else []
         target = Target(
             stream=settings.stream or str(settings.streams),
@@ -479,7 +480,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
                 target,
                 stream or streams,
                 store,
-                loaded.probe,
+                probe,
                 create_table=settings.lease_table_create,
                 multi=fleet is not None,
             )
@@ -519,7 +520,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             stream,
             None if fleet else loaded.factory,
             metrics=context.metrics,
-            probe=loaded.probe,
+            probe=probe,
             fanout=fanout,
             lanes=fleet.lanes if fleet else (),
             watch=fleet.watch if fleet else None,

@@ -2,7 +2,8 @@
 with and the watch that keeps them in step with the account's streams.
 
 Each stream's processors are loaded with the stream's own settings (its name in
-every landed line and key); the probe is the archive's, shared. Names and ARNs given
+every landed line and key, and what LANDER_STREAMS_FILE sets for it); the worker's
+probe runs each archive's probe in turn. Names and ARNs given
 explicitly must exist at start (one line names those that do not); a pattern may
 match nothing yet. A stream found by a later listing is read from TRIM_HORIZON
 whatever LANDER_INITIAL_POSITION says: it appeared while the fleet ran, so none of its
@@ -20,7 +21,7 @@ from consumer.config import Settings
 from consumer.errors import RefusedError
 from consumer.leases.keys import StreamId
 from consumer.lifecycle.lanes import Lane, StreamWatch
-from consumer.lifecycle.processor import WorkerContext, load_processor
+from consumer.lifecycle.processor import Probe, WorkerContext, load_processor
 from consumer.sequence import Sentinel
 from consumer.stream.kinesis import KinesisCatalog, KinesisStream
 from consumer.stream.streams import Listed
@@ -38,6 +39,8 @@ class Fleet:
 
     lanes: list[Lane]
     watch: StreamWatch
+    probe: Probe | None
+    """Every archive's probe in turn (the streams may land in different archives)."""
 
 
 async def open_fleet(settings: Settings, context: WorkerContext) -> Fleet:
@@ -50,9 +53,13 @@ async def open_fleet(settings: Settings, context: WorkerContext) -> Fleet:
     async def lister() -> list[Listed]:
         return [s for s in await catalog.list(choice.may_match) if choice.matches(s)]
 
+    probes: dict[str, Probe] = {}
+
     async def make_lane(stream: StreamId, *, later: bool = False) -> Lane:
         own = settings.for_stream(stream.name)
         loaded = load_processor(own.processor, WorkerContext(own, clients, context.metrics))
+        if loaded.probe is not None:
+            probes.setdefault(str(own.archive), loaded.probe)
         initial, timestamp = own.start_position
         if later:  # created while the fleet ran: every record of it is new
             initial, timestamp = Sentinel.TRIM_HORIZON, None
@@ -74,4 +81,9 @@ async def open_fleet(settings: Settings, context: WorkerContext) -> Fleet:
         return await make_lane(stream, later=True)
 
     watch = StreamWatch(choice, lister, make_later, interval=settings.streams_sync_seconds)
-    return Fleet(lanes, watch)
+
+    async def probe() -> None:
+        for one in list(probes.values()):
+            await one()
+
+    return Fleet(lanes, watch, probe if probes else None)

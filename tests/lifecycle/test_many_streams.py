@@ -1,7 +1,8 @@
 """One fleet, one lease table, several streams (LANDER_STREAMS), as worker processes on
 the local stack: every record of every stream lands exactly once, a stream created
-mid-run is picked up, one deleted mid-run is retired without stopping a worker, and
-the leases are keyed as KCL's multi-stream mode keys them.
+mid-run is picked up, one deleted mid-run is retired without stopping a worker, one
+stream lands where LANDER_STREAMS_FILE says, and the leases are keyed as KCL's
+multi-stream mode keys them.
 """
 
 from __future__ import annotations
@@ -63,9 +64,12 @@ def test_three_streams_on_three_workers_exactly_once_with_one_created_and_one_de
     _create(cluster, a, 2)
     _create(cluster, b, 1)
     _create(cluster, c, 1)
+    settings = tmp_path / "streams.toml"
+    settings.write_text(f'[streams."{b}"]\narchive = "s3://{cluster.bucket}/other"\n')
     fleet = {
         "LANDER_STREAM": "",
         "LANDER_STREAMS": f"{prefix}-*",
+        "LANDER_STREAMS_FILE": str(settings),
         "LANDER_STREAMS_SYNC_SECONDS": "1",
         "LANDER_FLUSH_SECONDS": "1",
     }
@@ -88,6 +92,13 @@ def test_three_streams_on_three_workers_exactly_once_with_one_created_and_one_de
         return lines if all(counts[i] for ids in expected.values() for i in ids) else None
 
     wait_until(all_landed, 90, "every record of every stream landed", step=0.5)
+    workers = ("w1", "w2", "w3")
+    wait_until(
+        lambda: all("stream retired" in cluster.log_text(name) for name in workers),
+        30,
+        "every worker retired the deleted stream",
+        step=0.5,
+    )
     assert all(p.poll() is None for p in cluster.procs.values()), "a worker exited"
     env = {**os.environ, **cluster.env, "LANDER_LEASE_TABLE": cluster.table, **fleet}
     status = run_lander(env, "status", "--json")
@@ -105,8 +116,10 @@ def test_three_streams_on_three_workers_exactly_once_with_one_created_and_one_de
     assert {i: n for i, n in counts.items() if n != 1} == {}, "a record landed twice"
     for stream, ids in expected.items():
         assert {line["data"]["id"] for line in lines if line["stream"] == stream} == set(ids)
-    logs = "".join(cluster.log_text(name) for name in ("w1", "w2", "w3"))
-    assert "stream retired" in logs
+    # LANDER_STREAMS_FILE gave stream b an archive of its own.
+    prefixes = {key.split("/stream=")[0] for key in cluster.archive_keys() if f"={b}/" in key}
+    assert prefixes == {"other"}
+    logs = "".join(cluster.log_text(name) for name in workers)
     assert c in logs
     assert "stream added" in logs
 
