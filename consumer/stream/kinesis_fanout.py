@@ -10,6 +10,7 @@ timeouts and dropped connections inside an event stream are transient.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -91,15 +92,34 @@ class KinesisFanOut:
     async def subscribe(
         self, consumer_arn: str, shard_id: str, start: StartAt, after: int | None = None
     ) -> KinesisSubscription:
-        """SubscribeToShard; the event stream is read by :meth:`KinesisSubscription.events`."""
+        """SubscribeToShard; the event stream is read by :meth:`KinesisSubscription.events`.
+
+        Cancellation-safe: a reader cancelled while the call is in flight (its lease was
+        lost) must not leave the subscription open, or the service refuses every other
+        subscriber of the shard until it times out (five minutes). The call finishes
+        on its own and its event stream is closed at once.
+        """
         position: Any = starting_position(start, after)
-        try:
-            out = await self._client.subscribe_to_shard(
+        call = asyncio.ensure_future(
+            self._client.subscribe_to_shard(
                 ConsumerARN=consumer_arn, ShardId=shard_id, StartingPosition=position
             )
+        )
+        try:
+            out = await asyncio.shield(call)
+        except asyncio.CancelledError:
+            call.add_done_callback(_close_abandoned)
+            raise
         except _FAILURES as exc:
             _raise(exc)
         return KinesisSubscription(out["EventStream"])
+
+
+def _close_abandoned(call: asyncio.Future[Any]) -> None:
+    """Close the event stream of a SubscribeToShard whose caller was cancelled."""
+    if call.cancelled() or call.exception() is not None:
+        return  # nothing was opened (the exception is retrieved, not left to warn)
+    call.result()["EventStream"].close()
 
 
 class KinesisSubscription:
