@@ -17,38 +17,15 @@ import pytest
 from consumer.aws import Clients
 from consumer.config import load_settings
 from consumer.leases.dynamo import DynamoLeaseStore
-from consumer.lifecycle.processor import (
-    Checkpointer,
-    InitializationInput,
-    ProcessRecordsInput,
-)
 from consumer.lifecycle.worker import Worker
 from consumer.stream.memory import MemoryStream
+from tests.support.idle import idle
 
 pytestmark = pytest.mark.emulator
 
 
 STARTS: dict[str, str] = {}
 """Where each shard started, as the processor was told."""
-
-
-class Idle:
-    """Notes where each shard starts."""
-
-    async def initialize(self, init: InitializationInput) -> None:
-        STARTS[init.shard_id] = str(init.checkpoint)
-
-    async def process_records(self, batch: ProcessRecordsInput) -> None:
-        pass
-
-    async def lease_lost(self) -> None:
-        pass
-
-    async def shard_ended(self, checkpointer: Checkpointer) -> None:
-        await checkpointer.checkpoint()
-
-    async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
-        pass
 
 
 async def test_a_kcl_3_table_is_adopted_by_board_coordination(aws_clients: Clients) -> None:
@@ -115,7 +92,7 @@ async def test_a_kcl_3_table_is_adopted_by_board_coordination(aws_clients: Clien
         shutdown_seconds=3.0,
     )
     store = DynamoLeaseStore(client, name)
-    worker = Worker(settings, store, stream, Idle)
+    worker = Worker(settings, store, stream, idle(STARTS))
     task = asyncio.create_task(worker.run())
     async with asyncio.timeout(30):
         # Holding a lease comes before its shard's processor is initialised (a task of

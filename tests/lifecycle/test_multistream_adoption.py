@@ -20,34 +20,14 @@ from consumer.config import load_settings
 from consumer.leases.dynamo import DynamoLeaseStore
 from consumer.leases.keys import StreamId
 from consumer.lifecycle.lanes import Lane
-from consumer.lifecycle.processor import (
-    Checkpointer,
-    InitializationInput,
-    ProcessRecordsInput,
-)
 from consumer.lifecycle.worker import Worker
 from consumer.stream.memory import MemoryStream
+from tests.support.idle import idle
 
 pytestmark = pytest.mark.emulator
 
 STARTS: dict[str, str] = {}
-
-
-class Idle:
-    async def initialize(self, init: InitializationInput) -> None:
-        STARTS[init.shard_id] = str(init.checkpoint)
-
-    async def process_records(self, batch: ProcessRecordsInput) -> None:
-        pass
-
-    async def lease_lost(self) -> None:
-        pass
-
-    async def shard_ended(self, checkpointer: Checkpointer) -> None:
-        await checkpointer.checkpoint()
-
-    async def shutdown_requested(self, checkpointer: Checkpointer) -> None:
-        pass
+"""Where each shard started, as the processor was told."""
 
 
 def _item(stream: StreamId, shard: str, checkpoint: str, **extra: Any) -> dict[str, Any]:
@@ -108,8 +88,8 @@ async def test_a_kcl_multi_stream_table_is_adopted(aws_clients: Clients) -> None
     )
     store = DynamoLeaseStore(client, name)
     lanes = [
-        Lane(orders, "orders", orders_stream, Idle),
-        Lane(clicks, "clicks", clicks_stream, Idle),
+        Lane(orders, "orders", orders_stream, idle(STARTS)),
+        Lane(clicks, "clicks", clicks_stream, idle(STARTS)),
     ]
     worker = Worker(settings, store, None, None, lanes=lanes)
     task = asyncio.create_task(worker.run())
