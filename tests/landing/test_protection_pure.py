@@ -79,8 +79,8 @@ def test_each_call_gets_what_was_asked_for() -> None:
             "LANDER_ARCHIVE_BUCKET_KEY needs LANDER_ARCHIVE_SSE=sse-kms",
         ),
         (
-            {"archive": "file:///tmp/landed", "archive_tags": "a=b"},
-            "apply to an s3:// archive, not file:///tmp/landed",
+            {"archive": "file:///srv/archive", "archive_tags": "a=b"},
+            "apply to an s3:// archive, not file:///srv/archive",
         ),
         ({"archive_expected_owner": "12345"}, "must be a 12-digit AWS account id"),
         ({"archive_tags": "a=1,a=2"}, "LANDER_ARCHIVE_TAGS tag 'a' is given twice"),
