@@ -1,5 +1,5 @@
 """``python -m tests.chaos [--profile short|soak] [--minutes M] [--seed N]
-[--coordination scan|board] [--read-mode polling|efo]``."""
+[--coordination scan|board] [--read-mode polling|efo] [--streams 1|3]``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ def main() -> int:
     parser.add_argument("--workdir", default=None, help="keep logs and archive here")
     parser.add_argument("--coordination", choices=("scan", "board"), default="scan")
     parser.add_argument("--read-mode", choices=("polling", "efo"), default="polling")
+    parser.add_argument(
+        "--streams", type=int, choices=(1, 3), default=1, help="3: one fleet, three streams"
+    )
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     profile = replace(
@@ -32,6 +35,7 @@ def main() -> int:
             else soak(args.minutes, args.rate, args.coordination)
         ),
         read_mode=args.read_mode,
+        streams=args.streams,
     )
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lander-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,9 @@ lists the archive bucket and checks every produced record by position; the archi
 then copied to a folder and compacted with Spark, and the output must hold every
 produced event id exactly once.
 
+With ``Profile.streams`` 3 one fleet reads three streams at once, and one stream is
+created and one deleted mid-run (:mod:`tests.chaos.streams`).
+
 Everything random comes from one seed, printed first, so a failing run can be
 replayed: ``python -m tests.chaos --seed N``.
 """
@@ -32,8 +35,9 @@ from botocore.config import Config
 
 from consumer.cli.emulators import LocalStack
 from consumer.cli.harness import Say, WorkerProcess, wait_stream_active
-from consumer.cli.produce import Place, Produced, Producer, ProduceSpec
+from consumer.cli.produce import Produced, Producer
 from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
+from tests.chaos.streams import At, ChaosStream, pattern, plan_streams, total
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -86,6 +90,8 @@ class Profile:
     coordination: str = "scan"
     read_mode: str = "polling"
     """efo: workers read through SubscribeToShard, on kinesis-local."""
+    streams: int = 1
+    """3: one fleet reads three streams, one created and one deleted mid-run."""
 
 
 SHORT = Profile("short", seconds=45, rate=400)
@@ -128,6 +134,10 @@ class Outcome:
     misconfigured_exits: dict[str, int | None] = field(default_factory=dict)
     """Workers that joined with a broken archive: 0 (gave back, stopped cleanly) or 3
     (refused at start)."""
+    streams: dict[str, int] = field(default_factory=dict)
+    """Events produced per stream."""
+    stream_changes_left: int = 0
+    """Streams still to be created or deleted when the run ended (must be 0)."""
     seconds: float = 0.0
     replay_flags: str = ""
 
@@ -144,6 +154,7 @@ class Outcome:
             and self.lost_ids == 0
             and self.compacted_rows == self.compacted_ids == produced.events
             and all(code in (0, 3) for code in self.misconfigured_exits.values())
+            and self.stream_changes_left == 0
         )
 
     def report(self) -> str:
@@ -170,6 +181,13 @@ class Outcome:
             ),
             f"  worker exits  {self.worker_exits}; misconfigured {self.misconfigured_exits}",
         ]
+        if len(self.streams) > 1:
+            lines.insert(
+                2,
+                "  streams       "
+                + ", ".join(f"{name} {n:,}" for name, n in self.streams.items())
+                + f"; changes not made {self.stream_changes_left}",
+            )
         return "\n".join(lines)
 
 
@@ -187,6 +205,13 @@ class Chaos:
             self.outcome.replay_flags = f" --coordination {profile.coordination}"
         if profile.read_mode != "polling":
             self.outcome.replay_flags += f" --read-mode {profile.read_mode}"
+        if profile.streams != 1:
+            self.outcome.replay_flags += f" --streams {profile.streams}"
+        self.streams: list[ChaosStream] = plan_streams(
+            profile.streams, seed, profile.shards, profile.rate, profile.bad_records
+        )
+        self.outcome.stream_changes_left = sum(s.created + s.deleted for s in self.streams)
+        self._next_landed_check = 0.0
         self.workers: dict[str, WorkerProcess] = {}
         self.retired: list[WorkerProcess] = []
         self.misconfigured: list[WorkerProcess] = []
@@ -246,8 +271,11 @@ class Chaos:
 
     def _worker_env(self, env: dict[str, str], proxies: list[FaultProxy]) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("LANDER_")}
+        several = len(self.streams) > 1
         settings = {
-            "LANDER_STREAM": self.stream,
+            "LANDER_STREAM": "" if several else self.stream,
+            "LANDER_STREAMS": pattern(self.seed) if several else "",
+            "LANDER_STREAMS_SYNC_SECONDS": "2",
             "LANDER_LEASE_TABLE": self.table,
             "LANDER_ARCHIVE": f"s3://{self.bucket}/landed",
             "LANDER_EVENT_ID_POINTER": "/event_id",
@@ -266,8 +294,12 @@ class Chaos:
 
     def _create(self) -> None:
         kinesis, s3 = self.direct["kinesis"], self.direct["s3"]
-        kinesis.create_stream(StreamName=self.stream, ShardCount=self.profile.shards)
-        self._wait_active()
+        for stream in self.streams:
+            if not stream.created:
+                kinesis.create_stream(StreamName=stream.name, ShardCount=stream.shards)
+        for stream in self.streams:
+            if not stream.created:
+                wait_stream_active(kinesis, stream.name)
         s3.create_bucket(Bucket=self.bucket)
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         for _ in range(self.profile.workers):
@@ -289,29 +321,32 @@ class Chaos:
     async def _produce_with_chaos(self, env: dict[str, str]) -> None:
         from consumer.aws import Clients
 
-        spec = ProduceSpec(
-            stream=self.stream,
-            count=int(self.profile.seconds * self.profile.rate),
-            rate=self.profile.rate,
-            retry_share=self.profile.retry_share,
-            aggregate_share=self.profile.aggregate_share,
-            bad_records=self.profile.bad_records,
-            run_id=f"c{self.seed}",
-            seed=self.seed,
-        )
         saved = dict(os.environ)
-        os.environ.update(env)  # the producer writes to kinesalite directly
+        os.environ.update(env)  # the producers write to the emulator directly
         try:
             async with Clients() as clients:
-                producer = Producer(clients.kinesis, spec, ledger=True)
-                task = asyncio.create_task(producer.run())
-                await self._events(task, producer, spec)
-                self.outcome.produced = await task
+                self._kinesis = clients.kinesis
+                for stream in self.streams:
+                    if not stream.starts:
+                        self._start_producer(stream)
+                await self._events()
+                for stream in self.streams:
+                    if stream.task is not None:
+                        stream.produced = await stream.task
         finally:
             os.environ.clear()
             os.environ.update(saved)
-        p = self.outcome.produced
+        p = self.outcome.produced = total(self.streams)
+        self.outcome.streams = {
+            s.name: s.produced.events for s in self.streams if s.produced is not None
+        }
         self.say(f"produced {p.user_records:,} user records ({p.events:,} events)")
+
+    def _start_producer(self, stream: ChaosStream) -> None:
+        profile = self.profile
+        spec = stream.spec(profile.seconds, self.seed, profile.retry_share, profile.aggregate_share)
+        stream.producer = Producer(self._kinesis, spec, ledger=True)
+        stream.task = asyncio.create_task(stream.producer.run())
 
     def _schedule(self) -> list[tuple[float, str]]:
         length = self.profile.seconds
@@ -330,26 +365,77 @@ class Chaos:
             at += self.profile.events_every
         return plan
 
-    async def _events(
-        self, task: asyncio.Task[Produced], producer: Producer, spec: ProduceSpec
-    ) -> None:
+    async def _events(self) -> None:
         plan = self._schedule()
+        main = self.streams[0]
+        assert main.task is not None
+        assert main.producer is not None
         started = time.monotonic()
         last_progress = 0.0
-        while not task.done():
+        changes_until = float("inf")
+        while time.monotonic() < changes_until:
             elapsed = time.monotonic() - started
+            if main.task.done():
+                if self.outcome.stream_changes_left == 0:
+                    break
+                changes_until = min(changes_until, time.monotonic() + self.profile.catch_up_seconds)
             while plan and plan[0][0] <= elapsed:
                 _, kind = plan.pop(0)
                 what = await asyncio.to_thread(self._event, kind)
                 if what:
                     self.outcome.events.append(f"{elapsed:.0f}s {what}")
                     self.say(what)
+            what, created = await asyncio.to_thread(self._change_streams, elapsed)
+            if created is not None:
+                self._start_producer(created)
+            if what:
+                self.outcome.events.append(f"{elapsed:.0f}s {what}")
+                self.say(what)
             self._reap()
             if time.monotonic() - last_progress > 15:
                 last_progress = time.monotonic()
-                r = producer.result
-                self.say(f"produced {r.events:,}/{spec.count:,}; workers {sorted(self._live())}")
+                r = main.producer.result
+                self.say(
+                    f"produced {r.events:,}/{main.producer.spec.count:,} (main stream); "
+                    f"workers {sorted(self._live())}"
+                )
             await asyncio.sleep(0.2)
+
+    def _change_streams(self, elapsed: float) -> tuple[str | None, ChaosStream | None]:
+        """Create a stream when its time comes (returned, for its producer to start);
+        delete one once its producer is done and every record it got has landed (what a
+        deleted stream held before it landed is lost by any reader, so that is not what
+        this checks)."""
+        kinesis = self.direct["kinesis"]
+        for stream in self.streams:
+            if (
+                stream.created
+                and stream.task is None
+                and elapsed >= stream.starts * self.profile.seconds
+            ):
+                kinesis.create_stream(StreamName=stream.name, ShardCount=stream.shards)
+                wait_stream_active(kinesis, stream.name)
+                self.outcome.stream_changes_left -= 1
+                return f"stream {stream.name} created ({stream.shards} shards)", stream
+            if (
+                stream.deleted
+                and not stream.gone
+                and stream.task is not None
+                and stream.task.done()
+            ):
+                if time.monotonic() < self._next_landed_check:
+                    continue
+                self._next_landed_check = time.monotonic() + 3
+                stream.produced = stream.task.result()
+                landed, _, _ = self._read_archive(f"landed/stream={stream.name}/")
+                if stream.places() - set(landed):
+                    continue
+                kinesis.delete_stream(StreamName=stream.name)
+                stream.gone = True
+                self.outcome.stream_changes_left -= 1
+                events = stream.produced.events
+                return f"stream {stream.name} deleted, its {events:,} events landed", None
+        return None, None
 
     def _live(self) -> list[str]:
         return [name for name, w in self.workers.items() if w.alive()]
@@ -507,12 +593,12 @@ class Chaos:
 
     # -- after -----------------------------------------------------------------------
 
-    def _read_archive(self) -> tuple[Counter[Place], Counter[Place], int]:
+    def _read_archive(self, prefix: str = "") -> tuple[Counter[At], Counter[At], int]:
         s3 = self.direct["s3"]
-        landed: Counter[Place] = Counter()
-        dead: Counter[Place] = Counter()
+        landed: Counter[At] = Counter()
+        dead: Counter[At] = Counter()
         files = 0
-        for key in self._keys():
+        for key in self._keys(prefix):
             body = gzip.decompress(s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
             target = dead if "/dead-letter/" in f"/{key}" else landed
             files += target is landed
@@ -520,6 +606,7 @@ class Chaos:
                 line = json.loads(raw)
                 target[
                     (
+                        str(line["stream"]),
                         str(line["shard_id"]),
                         str(line["sequence_number"]),
                         int(line["subsequence_number"]),
@@ -527,19 +614,17 @@ class Chaos:
                 ] += 1
         return landed, dead, files
 
-    def _keys(self) -> list[str]:
+    def _keys(self, prefix: str = "") -> list[str]:
         keys: list[str] = []
         paginator = self.direct["s3"].get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.bucket):
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
             keys.extend(
                 o["Key"] for o in page.get("Contents", []) if o["Key"].endswith(".jsonl.gz")
             )
         return keys
 
     def _catch_up(self) -> None:
-        produced = self.outcome.produced
-        assert produced is not None
-        wanted = produced.places()
+        wanted = self._places()
         deadline = time.monotonic() + self.profile.catch_up_seconds
         while True:
             self._reap()
@@ -551,10 +636,11 @@ class Chaos:
             time.sleep(3)
         self._check(landed, dead, files)
 
-    def _check(self, landed: Counter[Place], dead: Counter[Place], files: int) -> None:
-        produced = self.outcome.produced
-        assert produced is not None
-        wanted, bad = produced.places(), produced.places(bad=True)
+    def _places(self, *, bad: bool = False) -> set[At]:
+        return set().union(*(stream.places(bad=bad) for stream in self.streams))
+
+    def _check(self, landed: Counter[At], dead: Counter[At], files: int) -> None:
+        wanted, bad = self._places(), self._places(bad=True)
         o = self.outcome
         o.missing = len(wanted - set(landed))
         o.unexpected = len(set(landed) - wanted)
@@ -597,30 +683,33 @@ class Chaos:
         own = spark is None
         session = spark or get_session("local[2]", app="lander-chaos")
         output = (self.workdir / "compacted").as_uri()
-        days = sorted(
-            {p.name.removeprefix("dt=") for p in (archive / f"stream={self.stream}").glob("dt=*")}
-        )
+        runs = [
+            (stream.name, Window.parse(path.name.removeprefix("dt=")))
+            for stream in self.streams
+            for path in sorted((archive / f"stream={stream.name}").glob("dt=*"))
+        ]
         ids: set[str] = set()
         o = self.outcome
         try:
-            for day in days:
-                window = Window.parse(day)
+            for stream, window in runs:  # every stream and day in one Spark session
                 manifest = compact(
-                    session, CompactJob(archive.as_uri(), self.stream, window, output, strict=True)
+                    session, CompactJob(archive.as_uri(), stream, window, output, strict=True)
                 )
                 o.producer_removed += manifest.total("producer")
                 o.transport_removed += manifest.total("transport")
-                frame = read(session, table_ref(output, self.stream), window)
+                frame = read(session, table_ref(output, stream), window)
                 day_ids = [str(r["event_id"]) for r in frame.select("event_id").collect()]
                 o.compacted_rows += len(day_ids)
                 ids.update(day_ids)
         finally:
             if own:
                 session.stop()
-        produced = o.produced
-        assert produced is not None
+        produced: set[str] = set()
+        for chaos_stream in self.streams:
+            if chaos_stream.produced is not None:
+                produced |= chaos_stream.produced.event_ids()
         o.compacted_ids = len(ids)
-        o.lost_ids = len(produced.event_ids() - ids)
+        o.lost_ids = len(produced - ids)
         self.say(
             f"compacted: {o.compacted_rows:,} rows, {o.compacted_ids:,} ids, lost {o.lost_ids}"
         )
