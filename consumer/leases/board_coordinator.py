@@ -349,6 +349,7 @@ class BoardCoordinator(LeaseCoordinator):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.leader.before_leaving()
         async with self._beat_lock:
             if self.slot is not None and not await self.board_store.remove_slot(
                 self.worker_id, counter=self.slot.counter

@@ -9,6 +9,15 @@ gives free ready leases and asks for hand-offs as :func:`.board.plan_assignment`
 decides, and removes fenced slots nothing names any more. Its writes are conditional
 like every other, so a second worker that believes it leads for a moment (a leader
 paused and not yet fenced) only loses races.
+
+A lease given to a worker whose leaving flag the leader had not seen yet may reach it
+after its last look at the leases naming it: nobody would read that shard until the
+receiver's slot expired, and, when the whole fleet stops at once, the lease would stay
+owned after every worker exited. The leader remembers what it gave for a while and,
+each pass and once more before it leaves itself, releases a lease still exactly as
+given (same counter: the receiver never took it) whose receiver is leaving or gone
+(:meth:`Leader.take_back`). The release is conditional like every write, so it cannot
+undo a take; a receiver that passes the lease on itself just wins the race.
 """
 
 from __future__ import annotations
@@ -46,9 +55,19 @@ class Leader:
         """Workers whose leases are read again (fenced, or leaving)."""
         self._leading = False
         self._lead_notices: int | None = None
+        self.given: dict[str, tuple[Lease, float]] = {}
+        """Leases given to other workers, as written, and when (for :meth:`take_back`)."""
+        self._passing = asyncio.Lock()
+        self._retired = False
+        """Set by :meth:`before_leaving`: no pass gives anything after it."""
 
     async def lead_pass(self) -> None:
         """The leader's duties, if this worker leads and is inside its acting window."""
+        async with self._passing:
+            if not self._retired:
+                await self._lead_pass()
+
+    async def _lead_pass(self) -> None:
         w = self.worker
         if not w.is_leader() or not w.fresh():
             if self._leading:
@@ -84,6 +103,7 @@ class Leader:
             await self._reread(worker)
         self._refresh = {n for n, slot in board.slots.items() if slot.leaving} - {w.worker_id}
         astray = self._astray(board) if due else []
+        await self.take_back(board)
         await self._assign(board)
         if due:
             for worker in astray:  # a lost delivery: have it read its leases again
@@ -210,6 +230,7 @@ class Leader:
                     given = None
                 if given is not None:
                     self.view[lease.key] = given
+                    self.given[lease.key] = (given, w.clock())
                     self._log.info(
                         "lease given", shard_id=lease.key, to=to, previous_owner=lease.owner
                     )
@@ -235,6 +256,45 @@ class Leader:
         self._log.info("lease hand-off requested", shard_id=lease.key, owner=lease.owner, to=to)
         return True
 
+    async def take_back(self, board: Board) -> None:
+        """Release leases this worker gave that their receivers never took, if the
+        receiver is leaving or off the board; forget gives older than
+        :data:`KEEP_GIVEN_SECONDS` (a receiver that did not leave meanwhile reads its
+        leases at its next beat)."""
+        w = self.worker
+        now = w.clock()
+        for key, (lease, at) in sorted(self.given.items()):
+            receiver = board.slots.get(lease.owner or "")
+            if receiver is not None and not receiver.leaving:
+                if now - at > KEEP_GIVEN_SECONDS:
+                    del self.given[key]
+                continue
+            del self.given[key]
+            try:
+                await w.store.release(lease)
+            except LeaseLostError:
+                continue  # taken, passed on or moved since: not this worker's to undo
+            self.view[key] = lease.evolve(owner=None, counter=lease.counter + 1)
+            self._log.info(
+                "lease taken back",
+                shard_id=key,
+                receiver=lease.owner,
+                why="its receiver left before taking it",
+            )
+
+    async def before_leaving(self) -> None:
+        """This worker's last look at what it gave, on a fresh board: by now a receiver
+        stopped together with it has flagged its slot (see :meth:`take_back`). Waits
+        for a pass in flight; no pass runs after it."""
+        async with self._passing:
+            self._retired = True
+        if not self.given:
+            return
+        try:
+            await self.take_back(await self.worker.board_store.read_board())
+        except Exception as exc:  # the receivers' slots expire in the failover time
+            self._log.warning("could not take back leases given to leavers", error=repr(exc))
+
     async def _reread_lease(self, key: str) -> Lease | None:
         """One lease read again (strongly), into the view; None if it is gone."""
         fresh = await self.worker.store.get_lease(key)
@@ -251,6 +311,9 @@ class Leader:
             if slot.fenced and worker not in named:
                 await w.board_store.remove_slot(worker)
 
+
+KEEP_GIVEN_SECONDS = 60.0
+"""How long the leader remembers a lease it gave, in case its receiver leaves."""
 
 CONCURRENT_WRITES = 32
 """The leader's lease writes in flight at once (a cold start gives every lease)."""

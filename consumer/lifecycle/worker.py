@@ -575,7 +575,11 @@ class Worker:
         for lane in opened:
             self._set_syncer(lane)
             self.lanes.add(lane)
-            self._log.info("stream added", stream=lane.name, stream_id=str(lane.stream_id))
+            self._log.info(
+                "stream added",
+                stream=lane.name,
+                stream_id=lane.stream_id.serialized if lane.stream_id else None,
+            )
         if opened:
             self.coordinator.listed_shards = self.lanes.listed()
             self._sync_now.set()
