@@ -191,7 +191,8 @@ class Settings(BaseSettings):
         description="Name of the stream consumer in efo mode (default: the lease table's "
         "name, as KCL names it after the application). Registered at start if missing, "
         "then waited for until ACTIVE; a worker never deregisters it "
-        "(`lander efo deregister` does).",
+        "(`lander efo deregister` does). With LANDER_STREAMS each stream has a consumer "
+        "of this name, registered when the worker first reads the stream.",
     )
     lease_sweep_seconds: float = Field(
         default=60.0,
@@ -340,10 +341,6 @@ class Settings(BaseSettings):
             raise ValueError("set LANDER_STREAM (one stream) or LANDER_STREAMS, not both")
         if not self.streams and not self.stream:
             raise ValueError("LANDER_STREAM must be 1-128 characters of A-Z a-z 0-9 _ . -")
-        if self.streams and self.read_mode == "efo":
-            raise ValueError(
-                "LANDER_READ_MODE=efo reads one stream: with LANDER_STREAMS use polling"
-            )
         return self
 
     @model_validator(mode="after")

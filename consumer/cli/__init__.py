@@ -301,7 +301,12 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
             except StreamError as exc:
                 print(f"lander: cannot list the shards of {name}: {exc}", file=sys.stderr)
                 return 1
-        mode = await read_mode_status(settings, clients)
+        mode = await read_mode_status(settings, clients) if not settings.streams else {}
+        modes = {  # per stream (a deleted stream has none)
+            sid.name: await read_mode_status(settings, clients, sid.name)
+            for sid in groups
+            if sid is not None and listings[sid] and settings.streams
+        }
     now = wall_ms()
     rows = {
         stream_id: shard_rows(
@@ -321,12 +326,14 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
             for sid, group in rows.items()
         ]
         if as_json:
-            print(render_streams_json(named, table, now, board))
+            print(render_streams_json(named, table, now, board, read_modes=modes))
         else:
             print(f"{len(named)} streams in lease table {table} ({settings.streams})")
             for name, serialized, shards in named:
                 print(f"\n== {name} ({serialized})")
                 print(render_table(shards, name, table))
+                if name in modes:
+                    print(read_mode_line(modes[name]))
     elif as_json:
         print(render_json(rows[None], settings.stream, table, now, board, read_mode=mode))
     else:
@@ -461,8 +468,8 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
         fleet = None
         if settings.streams:
             try:
-                fleet = await open_fleet(settings, context)
-            except (RefusedError, StreamError) as exc:
+                fleet = await open_fleet(settings, context, exits, check_only=check_only)
+            except (RefusedError, StreamError, EfoStartError) as exc:
                 print(f"lander: LANDER_STREAMS: {exc}", file=sys.stderr)
                 return EXIT_REFUSED
         stream = None if fleet else KinesisStream(clients.kinesis, settings.stream)
@@ -500,7 +507,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             hot_path=hot_path_mode(),
         )
         fanout = None
-        if settings.read_mode == "efo":
+        if settings.read_mode == "efo" and fleet is None:
             try:
                 fanout = await start_fanout(settings, passed.shards, exits, check_only=check_only)
             except EfoStartError as exc:

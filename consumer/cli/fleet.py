@@ -8,15 +8,24 @@ explicitly must exist at start (one line names those that do not); a pattern may
 match nothing yet. A stream found by a later listing is read from TRIM_HORIZON
 whatever LANDER_INITIAL_POSITION says: it appeared while the fleet ran, so none of its
 records was meant to be skipped.
+
+In the efo read mode a lane opens with its stream's consumer registered (or found)
+and ACTIVE, and a subscription client of its own sized by the stream's open shards
+(:func:`consumer.cli.efo.start_fanout`). At start a consumer that cannot be made ready
+refuses the start in one line; for a stream found later the lane is not opened, the
+error is logged, and the next listing tries again.
 """
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import structlog
+from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import Clients
+from consumer.cli.efo import start_fanout
 from consumer.config import Settings
 from consumer.errors import RefusedError
 from consumer.leases.keys import StreamId
@@ -43,8 +52,16 @@ class Fleet:
     """Every archive's probe in turn (the streams may land in different archives)."""
 
 
-async def open_fleet(settings: Settings, context: WorkerContext) -> Fleet:
-    """List the streams LANDER_STREAMS names and open a lane for each."""
+async def open_fleet(
+    settings: Settings,
+    context: WorkerContext,
+    exits: AsyncExitStack,
+    *,
+    check_only: bool = False,
+) -> Fleet:
+    """List the streams LANDER_STREAMS names and open a lane for each (in efo mode,
+    with ``check_only``, the consumers are described, not registered). Raises
+    ``EfoStartError`` (:mod:`consumer.cli.efo`) for a consumer not made ready at start."""
     choice = settings.stream_choice
     assert choice is not None
     clients: Clients = context.clients
@@ -64,7 +81,16 @@ async def open_fleet(settings: Settings, context: WorkerContext) -> Fleet:
         if later:  # created while the fleet ran: every record of it is new
             initial, timestamp = Sentinel.TRIM_HORIZON, None
         client = KinesisStream(clients.kinesis, stream.name)
-        return Lane(stream, stream.name, client, loaded.factory, initial, timestamp)
+        fanout = None
+        if own.read_mode == "efo":
+            fanout = await start_fanout(
+                own,
+                await _open_shards(clients, stream.name),
+                exits,
+                check_only=check_only,
+                stream=stream.name,
+            )
+        return Lane(stream, stream.name, client, loaded.factory, initial, timestamp, fanout)
 
     listed = await lister()
     absent = choice.absent(listed)
@@ -87,3 +113,13 @@ async def open_fleet(settings: Settings, context: WorkerContext) -> Fleet:
             await one()
 
     return Fleet(lanes, watch, probe if probes else None)
+
+
+async def _open_shards(clients: Clients, name: str) -> int:
+    """A stream's open shards, to size its subscription pool (0, the pool's floor, if
+    the stream cannot be described now)."""
+    try:
+        out = await clients.kinesis.describe_stream_summary(StreamName=name)
+    except (ClientError, BotoCoreError, OSError):
+        return 0
+    return int(out["StreamDescriptionSummary"].get("OpenShardCount", 0))

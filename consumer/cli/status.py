@@ -17,7 +17,7 @@ checkpoint has not moved for ``stall_seconds`` (a duration the owner measured).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from consumer.leases.board import Board
@@ -278,13 +278,21 @@ def render_streams_json(
     table: str,
     now_ms: int,
     board: Board | None = None,
+    read_modes: Mapping[str, dict[str, str | None]] | None = None,
 ) -> str:
     """A multi-stream table as one JSON document: a list of streams (name, stream id,
-    shards) and the board's workers."""
+    read mode as :func:`consumer.cli.efo.read_mode_status` gives it or null for a
+    deleted stream, shards) and the board's workers."""
     document = json.loads(render_json([], "", table, now_ms, board))
     del document["stream"], document["shards"]
+    modes = read_modes or {}
     document["streams"] = [
-        {"stream": name, "stream_id": stream_id, "shards": [asdict(r) for r in rows]}
+        {
+            "stream": name,
+            "stream_id": stream_id,
+            "read_mode": modes.get(name),
+            "shards": [asdict(r) for r in rows],
+        }
         for name, stream_id, rows in groups
     ]
     return json.dumps(document, indent=2)

@@ -155,5 +155,17 @@ class StreamWatch:
             if stream not in self.missing_since:
                 log.warning("consumed stream not listed", stream=stream.serialized)
         self.missing_since = missing
-        opened = [await self.make_lane(stream) for stream in plan.start]
+        opened = []
+        failed: dict[StreamId, str] = {}
+        for stream in plan.start:
+            try:
+                opened.append(await self.make_lane(stream))
+            except Exception as exc:  # one stream's lane must not stop the others
+                failed[stream] = str(exc)[:500]
+        for stream, error in failed.items():
+            log.error(
+                "stream not opened; the next listing tries again",
+                stream=stream.serialized,
+                error=error,
+            )
         return opened, sorted([*plan.retire, *replaced])

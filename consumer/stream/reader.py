@@ -83,7 +83,9 @@ class ShardReader:
         self.last: Position | None = checkpoint if isinstance(checkpoint, Position) else None
         """Position of the last record delivered (or checkpointed before we started)."""
         self._last_call = -MIN_CALL_INTERVAL
-        self._log = log.bind(shard_id=shard_id)
+        # A worker may read shards of one id in several streams: the logs say which.
+        named = {"stream": self.stream_name} if self.stream_name else {}
+        self._log = log.bind(shard_id=shard_id, **named)
 
     def resume_point(self) -> StartAt:
         """Where a fresh iterator must start so that nothing is skipped."""

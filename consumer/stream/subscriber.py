@@ -132,7 +132,9 @@ class SubscriptionReader:
         self.restarts: dict[str, int] = {}
         """Why subscriptions were started again, counted (for tests and the log)."""
         self._last_subscribe = -subscribe_interval
-        self._log = log.bind(shard_id=shard_id)
+        # A worker may read shards of one id in several streams: the logs say which.
+        named = {"stream": self.stream_name} if self.stream_name else {}
+        self._log = log.bind(shard_id=shard_id, **named)
 
     def resume_point(self) -> StartAt:
         """Where a fresh subscription (or iterator) starts so that nothing is skipped."""

@@ -138,6 +138,31 @@ async def test_a_stream_created_again_replaces_the_old_lane_at_once() -> None:
     assert new.stream_id.created - old.stream_id.created == 3600
 
 
+async def test_a_stream_whose_lane_cannot_open_is_tried_again_and_stops_no_other() -> None:
+    """In efo mode a lane opens only once its stream consumer is ACTIVE: a stream whose
+    consumer cannot be registered must not keep the others from opening, nor be
+    forgotten (the next listing tries again)."""
+    listing = [_listed("orders-1"), _listed("orders-2")]
+    broken = {"orders-1"}
+
+    async def lister() -> list[Listed]:
+        return list(listing)
+
+    async def make(stream: StreamId) -> Lane:
+        if stream.name in broken:
+            raise RuntimeError("stream consumer 'app' is not ACTIVE after 120 s (CREATING)")
+        return _lane(stream, stream.name)
+
+    watch = StreamWatch(StreamChoice.parse("orders-*"), lister, make, interval=10, clock=Clock())
+    lanes = Lanes([])
+    opened, retired = await watch.plan(lanes)
+    assert ([lane.name for lane in opened], retired) == (["orders-2"], [])
+    lanes.add(opened[0])
+    broken.clear()
+    opened, retired = await watch.plan(lanes)
+    assert ([lane.name for lane in opened], retired) == (["orders-1"], [])
+
+
 def test_shard_series_are_labelled_by_stream() -> None:
     """A worker of several streams holds shards of the same id in each: every per-shard
     series names the stream, and a lost lease's gauges go with their stream."""

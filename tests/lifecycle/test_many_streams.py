@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from consumer.cli.emulators import LocalStack
 from consumer.cli.harness import wait_stream_active, wait_until
 from tests.support.cli import EXIT_REFUSED, one_line, run_lander
 from tests.support.cluster import Cluster
@@ -163,3 +164,65 @@ def test_streams_that_do_not_exist_or_a_single_stream_table_are_refused_in_one_l
     mixed = run_lander({**env, "LANDER_STREAMS": cluster.stream}, "run", "--check")
     assert mixed.returncode == EXIT_REFUSED
     assert "holds single-stream leases" in one_line(mixed)
+
+
+@pytest.mark.processes
+def test_efo_reads_every_stream_through_its_own_consumer(
+    fanout_stack: LocalStack, tmp_path: Path
+) -> None:
+    """Enhanced fan-out over several streams, on kinesis-local: each stream gets the
+    consumer of the one name registered under its ARN, a stream created mid-run too,
+    and every record of every stream lands exactly once; status and `lander efo
+    describe` show each stream's consumer."""
+    prefix = f"mse-{uuid.uuid4().hex[:8]}"
+    cluster = Cluster(fanout_stack.env(), tmp_path / "c", 1)
+    cluster.with_archive()
+    a, b, c = (f"{prefix}-{x}" for x in "abc")
+    _create(cluster, a, 2)
+    _create(cluster, b, 1)
+    fleet = {
+        "LANDER_STREAM": "",
+        "LANDER_STREAMS": f"{prefix}-*",
+        "LANDER_STREAMS_SYNC_SECONDS": "1",
+        "LANDER_FLUSH_SECONDS": "1",
+        "LANDER_READ_MODE": "efo",
+        "LANDER_COORDINATION": "board",
+    }
+    try:
+        for name in ("w1", "w2"):
+            cluster.start(name, **fleet)
+        expected = {a: _produce(cluster, a, 200, "a"), b: _produce(cluster, b, 100, "b")}
+        _create(cluster, c, 1)
+        expected[c] = _produce(cluster, c, 100, "c")
+
+        def all_landed() -> bool:
+            counts = _ids(_landed(cluster))
+            return all(counts[i] for ids in expected.values() for i in ids)
+
+        wait_until(all_landed, 90, "every record of every stream landed", step=0.5)
+        assert all(p.poll() is None for p in cluster.procs.values()), "a worker exited"
+        consumer = cluster.table  # LANDER_EFO_CONSUMER's default: the lease table's name
+        for stream in (a, b, c):
+            arn = cluster.kinesis.describe_stream_summary(StreamName=stream)[
+                "StreamDescriptionSummary"
+            ]["StreamARN"]
+            found = cluster.kinesis.describe_stream_consumer(StreamARN=arn, ConsumerName=consumer)
+            assert found["ConsumerDescription"]["ConsumerStatus"] == "ACTIVE"
+        env = {**os.environ, **cluster.env, "LANDER_LEASE_TABLE": cluster.table, **fleet}
+        status = run_lander(env, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        modes = {g["stream"]: g["read_mode"] for g in json.loads(status.stdout)["streams"]}
+        assert {s: m["status"] for s, m in modes.items()} == dict.fromkeys((a, b, c), "ACTIVE")
+        described = run_lander(env, "efo", "describe")
+        assert described.returncode == 0, described.stderr
+        said = described.stdout.splitlines()
+        assert [line.split(":")[0] for line in said] == sorted((a, b, c))
+        assert all(f"stream consumer {consumer}: ACTIVE arn:" in line for line in said)
+        assert set(cluster.stop_all().values()) == {0}
+    finally:
+        cluster.stop_all()
+    lines = _landed(cluster)
+    counts = _ids(lines)
+    assert {i: n for i, n in counts.items() if n != 1} == {}, "a record landed twice"
+    for stream, ids in expected.items():
+        assert {line["data"]["id"] for line in lines if line["stream"] == stream} == set(ids)
