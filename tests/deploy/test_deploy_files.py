@@ -409,6 +409,30 @@ def test_spark_role_reads_the_archive_and_touches_nothing_else() -> None:
     assert statements["ReadTheArchive"]["Action"] == "s3:GetObject"
 
 
+def test_more_streams_reach_every_stream_grant_and_the_streams_output() -> None:
+    """MoreStreams (a fleet of several streams): the workers may read those streams and
+    subscribe to them, and the LanderStreams output is a LANDER_STREAMS they accept."""
+    from consumer.stream.streams import StreamChoice
+
+    template = load_cfn(CORE_TEMPLATE)
+    granted = {s["Sid"]: s for s in policy_statements("WorkerRole")}
+    more = "arn:aws:kinesis:${Region}:${AccountId}:stream/${MoreStreams}"
+    assert more in placeholders(granted["ReadTheStream"]["Resource"])
+    assert f"{more}/consumer/*" in placeholders(granted["EnhancedFanOut"]["Resource"])
+    output = template["Outputs"]["LanderStreams"]
+    assert output["Condition"] == "HasMoreStreams"
+    value = output["Value"]["Fn::Sub"]
+    value = value.replace("${StreamName}", "orders").replace("${MoreStreams}", "orders-*")
+    choice = StreamChoice.parse(value)
+    assert choice.may_match("orders")
+    assert choice.may_match("orders-eu")
+    assert not choice.may_match("clicks")
+    allowed = template["Parameters"]["MoreStreams"]["AllowedPattern"]
+    assert re.fullmatch(allowed, "orders-*")
+    assert re.fullmatch(allowed, "")
+    assert not re.fullmatch(allowed, "orders-[ab]"), "IAM matches * and ? only"
+
+
 # -- the same policies as plain IAM JSON (deploy/iam/) ---------------------------------
 
 IAM_POLICIES = {"worker-policy.json": "WorkerRole", "compaction-policy.json": "SparkJobRole"}
@@ -425,7 +449,12 @@ CFN_TO_PLACEHOLDER = {
     "AWS::Region": "${Region}",
     "AWS::AccountId": "${AccountId}",
     "ArchiveKmsKeyArn": "${KmsKeyArn}",
+    "MoreStreams": "${MoreStreams}",
 }
+
+CONDITIONAL_RESOURCES = {"HasMoreStreams"}
+"""Conditions of a resource in a list (``!If [HasMoreStreams, arn, !Ref AWS::NoValue]``):
+the JSON lists the resource, and deploy/iam/README.md says when to drop it."""
 
 
 def placeholders(value: Any) -> Any:
@@ -441,6 +470,11 @@ def placeholders(value: Any) -> Any:
         return CFN_TO_PLACEHOLDER[value["Ref"]]
     if set(value) == {"Fn::Sub"}:
         return re.sub(r"\$\{([^}]+)\}", lambda m: CFN_TO_PLACEHOLDER[m[1]], value["Fn::Sub"])
+    if set(value) == {"Fn::If"}:
+        condition, granted, otherwise = value["Fn::If"]
+        assert condition in CONDITIONAL_RESOURCES, condition
+        assert otherwise == {"Ref": "AWS::NoValue"}
+        return placeholders(granted)
     return {key: placeholders(item) for key, item in value.items()}
 
 
