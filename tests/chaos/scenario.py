@@ -272,10 +272,11 @@ class Chaos:
     def _worker_env(self, env: dict[str, str], proxies: list[FaultProxy]) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("LANDER_")}
         several = len(self.streams) > 1
+        # An empty LANDER_STREAMS names no stream: a worker refuses it, so it is left unset.
+        streams = {"LANDER_STREAMS": pattern(self.seed), "LANDER_STREAMS_SYNC_SECONDS": "2"}
         settings = {
             "LANDER_STREAM": "" if several else self.stream,
-            "LANDER_STREAMS": pattern(self.seed) if several else "",
-            "LANDER_STREAMS_SYNC_SECONDS": "2",
+            **(streams if several else {}),
             "LANDER_LEASE_TABLE": self.table,
             "LANDER_ARCHIVE": f"s3://{self.bucket}/landed",
             "LANDER_EVENT_ID_POINTER": "/event_id",
