@@ -247,9 +247,10 @@ def _compact(settings: CompactSettings) -> int:
     from sparkjobs.io import is_local
     from sparkjobs.session import jvm_plan
 
+    own = {stream: settings.for_stream(stream) for stream in settings.streams}
     jobs = [
         CompactJob(
-            archive=settings.archive,
+            archive=own[stream].archive,
             stream=stream,
             window=window,
             output=settings.compacted,
@@ -257,10 +258,10 @@ def _compact(settings: CompactSettings) -> int:
             horizon_minutes=settings.horizon_minutes,
             strict=settings.compact_strict,
             compression=settings.compact_compression,
-            payload_format=settings.payload_format,
+            payload_format=own[stream].payload_format,
             catalog=settings.catalog,
             table=settings.table,
-            sequence_pointer=settings.sequence_pointer,
+            sequence_pointer=own[stream].sequence_pointer,
         )
         for stream, window in settings.runs()
     ]
@@ -269,9 +270,8 @@ def _compact(settings: CompactSettings) -> int:
     # later windows list again when their turn comes, so late files are not missed.
     first: Listing | None = None
     size: int | None = None
-    if is_local(settings.archive):
-        local = _filesystem(settings.archive, None)
-        listings = [_listing(local, job) for job in jobs]
+    if all(is_local(job.archive) for job in jobs):
+        listings = [_listing(_filesystem(job.archive, None), job) for job in jobs]
         first = listings[0]
         size = sum(f.size for _, by_hour in listings for files in by_hour.values() for f in files)
     session = _Session(settings.spark_master, f"lander-compact-{settings.stream}", jvm_plan(size))
@@ -345,17 +345,18 @@ def _analyse(settings: AnalyseSettings) -> int:
     from sparkjobs.io import join
     from sparkjobs.session import jvm_plan
 
+    own = {stream: settings.for_stream(stream) for stream in settings.streams}
     jobs = [
         AnalyseJob(
             compacted=settings.compacted,
             stream=stream,
             window=window,
             reports=settings.reports or join(settings.compacted, "reports"),
-            archive=settings.archive,
+            archive=own[stream].archive,
             event_time_pointer=settings.event_time_pointer,
-            sequence_pointer=settings.sequence_pointer,
+            sequence_pointer=own[stream].sequence_pointer,
             top_keys=settings.top_keys,
-            payload_format=settings.payload_format,
+            payload_format=own[stream].payload_format,
             catalog=settings.catalog,
             table=settings.table,
         )

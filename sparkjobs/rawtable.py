@@ -107,7 +107,8 @@ def register_all(settings: RawTableSettings) -> list[bool]:
 
     def one(named: tuple[str, str]) -> str:
         name, stream = named
-        table = table_input(name, stream, settings.archive, settings.raw_days)
+        archive = settings.for_stream(stream).archive  # LANDER_STREAMS_FILE may move it
+        table = table_input(name, stream, archive, settings.raw_days)
         outcome = register(glue, settings.raw_database, table)
         return (
             f"{outcome}; {table['StorageDescriptor']['Location']}, partitions projected "

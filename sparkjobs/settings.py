@@ -1,19 +1,30 @@
 """Settings of the Spark jobs: ``LANDER_*`` variables, overridden by flags.
 
 The same names as the daemon where they mean the same thing (``LANDER_ARCHIVE``,
-``LANDER_STREAM``), so one environment serves the workers and the nightly job.
+``LANDER_STREAM``), so one environment serves the workers and the nightly job; that
+includes ``LANDER_STREAMS_FILE``, whose tables give a stream its own archive, payload
+format and sequence pointer here too (:meth:`StreamSettings.for_stream`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Self, TypeVar
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from consumer.config import CaseInsensitive, LogFormat, LogLevel, PayloadFormat, load_class
+from consumer.config import (
+    CaseInsensitive,
+    LogFormat,
+    LogLevel,
+    PayloadFormat,
+    load_class,
+    problems,
+)
+from consumer.streams_file import overrides_for, read_streams_file
 from sparkjobs.catalog import check_template
 from sparkjobs.window import Window, WindowError, parse_windows
 
@@ -27,6 +38,23 @@ def _uri(value: str) -> str:
     if "://" not in value:
         raise ValueError(f"must be a URI (file:///path, s3a://bucket/prefix), got {value!r}")
     return value.rstrip("/")
+
+
+PER_STREAM = ("archive", "payload_format", "sequence_pointer")
+"""What a stream's table in LANDER_STREAMS_FILE changes for the batch commands (the
+workers' initial_position and event_id_pointer do not concern them)."""
+
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def with_scheme_of(uri: str, like: str) -> str:
+    """An S3 ``uri`` with the scheme of ``like`` when both are S3: the workers write to
+    ``s3://``, Spark outside EMR reads through ``s3a://``."""
+    scheme, _, rest = uri.partition("://")
+    wanted = like.partition("://")[0]
+    if scheme in _S3_SCHEMES and wanted in _S3_SCHEMES:
+        return f"{wanted}://{rest}"
+    return uri
 
 
 def yesterday() -> str:
@@ -47,6 +75,13 @@ class StreamSettings(BaseSettings):
         default="auto", description="Log lines: JSON off a terminal, readable on one."
     )
     log_level: LogLevel = Field(default="info", description="Log level.")
+    streams_file: str | None = Field(
+        default=None,
+        description="The workers' LANDER_STREAMS_FILE: a stream's table there gives its "
+        "archive (read with LANDER_ARCHIVE's scheme, so s3:// becomes s3a:// beside an "
+        "s3a:// LANDER_ARCHIVE), payload_format and sequence_pointer; the rest comes from "
+        "the environment.",
+    )
 
     @field_validator("stream")
     @classmethod
@@ -66,6 +101,43 @@ class StreamSettings(BaseSettings):
     def streams(self) -> list[str]:
         """The streams to run, in the order given."""
         return self.stream.split(",")
+
+    @model_validator(mode="after")
+    def _streams_file(self) -> Self:
+        if self.streams_file is None:
+            return self
+        try:
+            tables = read_streams_file(self.streams_file)
+        except ValueError as exc:
+            raise ValueError(f"LANDER_STREAMS_FILE {exc}") from None
+        for stream in self.streams:
+            try:
+                self._one(stream, overrides_for(tables, stream))
+            except ValidationError as exc:
+                raise ValueError(
+                    f"LANDER_STREAMS_FILE, stream {stream}: {'; '.join(problems(exc))}"
+                ) from None
+        return self
+
+    def for_stream(self, stream: str) -> Self:
+        """The settings of one of the streams: these, with what LANDER_STREAMS_FILE sets
+        for it."""
+        if self.streams_file is None:
+            return self.model_copy(update={"stream": stream})
+        return self._one(stream, overrides_for(read_streams_file(self.streams_file), stream))
+
+    def _one(self, stream: str, table: Mapping[str, str]) -> Self:
+        values = self.model_dump()
+        for key in PER_STREAM:
+            if key not in table or key not in type(self).model_fields:
+                continue
+            value = table[key]
+            if key == "archive":
+                if values["archive"] is None:  # the analysis reads no archive then
+                    continue
+                value = with_scheme_of(value, values["archive"])
+            values[key] = value
+        return type(self)(**{**values, "stream": stream, "streams_file": None})
 
 
 class TableSettings(StreamSettings):

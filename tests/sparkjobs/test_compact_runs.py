@@ -164,3 +164,52 @@ def test_one_run_of_two_streams_and_a_day_range_publishes_what_runs_one_by_one_d
         f"select event_id, data from read_parquet({[f.removeprefix('file://') for f in files]})"
     ).fetchall()
     assert rows == [("p1", "1")]
+
+
+def test_a_stream_whose_streams_file_table_moves_its_archive_is_compacted_from_there(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """LANDER_STREAMS_FILE, the workers' file: one run of two streams reads each from
+    the archive its table names (the other from LANDER_ARCHIVE)."""
+    archive, elsewhere = tmp_path / "archive", tmp_path / "elsewhere"
+    _on_time(archive)
+    other = "payments"
+    write_object(
+        elsewhere,
+        "2026-11-22T03:00",
+        S0,
+        [line(S0, 900, _at("2026-11-22T03:00"), "p1", b"1", stream=other)],
+        stream=other,
+    )
+    streams_file = tmp_path / "streams.toml"
+    streams_file.write_text(f'[streams."pay*"]\narchive = "{elsewhere.as_uri()}"\n')
+    for key in [k for k in os.environ if k.startswith("LANDER_") and k != "LANDER_SPARK_CDS"]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("LANDER_STREAMS_FILE", str(streams_file))
+    monkeypatch.setattr("sparkjobs.cli.configure_logging", lambda *_, **__: None)
+    output = tmp_path / "compacted"
+    code = cli.main(
+        [
+            "compact",
+            "--stream",
+            f"{STREAM},{other}",
+            "--archive",
+            archive.as_uri(),
+            "--compacted",
+            output.as_uri(),
+            "--window",
+            DAYS[1],
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"{other} {DAYS[1]}: published" in out
+    files = current_files(table_ref(output.as_uri(), other), Window.parse(DAYS[1]))
+    rows = duckdb.execute(
+        f"select event_id from read_parquet({[f.removeprefix('file://') for f in files]})"
+    ).fetchall()
+    assert rows == [("p1",)]
+    assert _rows(output, DAYS[1])  # the other stream, from LANDER_ARCHIVE
