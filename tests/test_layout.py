@@ -144,14 +144,16 @@ def test_the_processor_contract_imports_nothing_of_the_worker() -> None:
 
 
 def test_sparkjobs_take_only_the_format_settings_and_logging_from_consumer() -> None:
-    """The Spark jobs import, of the daemon's package, the archive format, settings and
-    errors, sequences and logging: nothing that reads streams or holds leases."""
+    """The Spark jobs import, of the daemon's package, the archive format, settings (the
+    environment's and LANDER_STREAMS_FILE's) and errors, sequences and logging: nothing
+    that reads streams or holds leases."""
 
     def allowed(_: str, name: str) -> bool:
         return not _within(name, "consumer") or _within(
             name,
             "consumer.archive",
             "consumer.config",
+            "consumer.streams_file",
             "consumer.errors",
             "consumer.sequence",
             "consumer.telemetry",
