@@ -76,6 +76,45 @@ def _run(spark: SparkSession, archive: Path, output: Path, window: str) -> None:
     compact(spark, job)
 
 
+OTHER = "payments"
+"""The second stream of the multi-stream runs: one event, p1, on the second day."""
+
+
+def _other_stream(root: Path) -> None:
+    write_object(
+        root,
+        "2026-11-22T03:00",
+        S0,
+        [line(S0, 900, _at("2026-11-22T03:00"), "p1", b"1", stream=OTHER)],
+        stream=OTHER,
+    )
+
+
+def _compact_both(
+    monkeypatch: pytest.MonkeyPatch, archive: Path, output: Path, window: str, **env: str
+) -> int:
+    """``lander compact --stream STREAM,payments`` in this process, with only ``env``
+    of the LANDER_ variables set."""
+    for key in [k for k in os.environ if k.startswith("LANDER_") and k != "LANDER_SPARK_CDS"]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr("sparkjobs.cli.configure_logging", lambda *_, **__: None)
+    return cli.main(
+        [
+            "compact",
+            "--stream",
+            f"{STREAM},{OTHER}",
+            "--archive",
+            archive.as_uri(),
+            "--compacted",
+            output.as_uri(),
+            "--window",
+            window,
+        ]
+    )
+
+
 def test_runs_before_and_after_late_data_publish_the_from_scratch_rows(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -119,31 +158,10 @@ def test_one_run_of_two_streams_and_a_day_range_publishes_what_runs_one_by_one_d
     archive = tmp_path / "archive"
     _on_time(archive)
     _late(archive)
-    other = "payments"
-    write_object(
-        archive,
-        "2026-11-22T03:00",
-        S0,
-        [line(S0, 900, _at("2026-11-22T03:00"), "p1", b"1", stream=other)],
-        stream=other,
-    )
-    for key in [k for k in os.environ if k.startswith("LANDER_") and k != "LANDER_SPARK_CDS"]:
-        monkeypatch.delenv(key)
-    monkeypatch.setattr("sparkjobs.cli.configure_logging", lambda *_, **__: None)
+    other = OTHER
+    _other_stream(archive)
     together = tmp_path / "together"
-    code = cli.main(
-        [
-            "compact",
-            "--stream",
-            f"{STREAM},{other}",
-            "--archive",
-            archive.as_uri(),
-            "--compacted",
-            together.as_uri(),
-            "--window",
-            f"{DAYS[0]}..{DAYS[1]}",
-        ]
-    )
+    code = _compact_both(monkeypatch, archive, together, f"{DAYS[0]}..{DAYS[1]}")
     # payments has nothing on the first day: said, and the exit code says so too.
     assert code == 3
     out, err = capsys.readouterr()
@@ -176,33 +194,13 @@ def test_a_stream_whose_streams_file_table_moves_its_archive_is_compacted_from_t
     the archive its table names (the other from LANDER_ARCHIVE)."""
     archive, elsewhere = tmp_path / "archive", tmp_path / "elsewhere"
     _on_time(archive)
-    other = "payments"
-    write_object(
-        elsewhere,
-        "2026-11-22T03:00",
-        S0,
-        [line(S0, 900, _at("2026-11-22T03:00"), "p1", b"1", stream=other)],
-        stream=other,
-    )
+    other = OTHER
+    _other_stream(elsewhere)
     streams_file = tmp_path / "streams.toml"
     streams_file.write_text(f'[streams."pay*"]\narchive = "{elsewhere.as_uri()}"\n')
-    for key in [k for k in os.environ if k.startswith("LANDER_") and k != "LANDER_SPARK_CDS"]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("LANDER_STREAMS_FILE", str(streams_file))
-    monkeypatch.setattr("sparkjobs.cli.configure_logging", lambda *_, **__: None)
     output = tmp_path / "compacted"
-    code = cli.main(
-        [
-            "compact",
-            "--stream",
-            f"{STREAM},{other}",
-            "--archive",
-            archive.as_uri(),
-            "--compacted",
-            output.as_uri(),
-            "--window",
-            DAYS[1],
-        ]
+    code = _compact_both(
+        monkeypatch, archive, output, DAYS[1], LANDER_STREAMS_FILE=str(streams_file)
     )
     out, err = capsys.readouterr()
     assert code == 0, err
