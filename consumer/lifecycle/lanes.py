@@ -156,16 +156,11 @@ class StreamWatch:
                 log.warning("consumed stream not listed", stream=stream.serialized)
         self.missing_since = missing
         opened = []
-        failed: dict[StreamId, str] = {}
         for stream in plan.start:
             try:
                 opened.append(await self.make_lane(stream))
-            except Exception as exc:  # one stream's lane must not stop the others
-                failed[stream] = str(exc)[:500]
-        for stream, error in failed.items():
-            log.error(
-                "stream not opened; the next listing tries again",
-                stream=stream.serialized,
-                error=error,
-            )
+            except Exception:  # one stream's lane must not stop the others
+                log.exception(
+                    "stream not opened; the next listing tries again", stream=stream.serialized
+                )
         return opened, sorted([*plan.retire, *replaced])
