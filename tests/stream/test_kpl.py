@@ -12,12 +12,15 @@ import base64
 import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from consumer.sequence import Position
+from consumer.stream import KinesisRecord
 from consumer.stream.kpl import (
     DIGEST_SIZE,
     KPL_DEFAULT_MAX_BYTES,
@@ -30,6 +33,8 @@ from consumer.stream.kpl import (
     deaggregate,
     is_aggregated,
 )
+from consumer.stream.records import Record, epoch_us
+from consumer.stream.records import user_records as unpack_aggregate
 
 # --- an independent protobuf encoder for hand-built aggregates --------------------------
 
@@ -485,3 +490,43 @@ def test_agrees_with_protobuf_reference_parser(body: bytes) -> None:
         for r in reference.records
     ]
     assert ours == expected
+
+
+# --- the reader's user records ------------------------------------------------------
+
+
+def test_a_user_record_has_a_dataclass_value_semantics() -> None:
+    """``Record`` is a plain class (a compiled build runs a dataclass's ``__init__`` in
+    the interpreter); processors still get equality by value, no hash, and a repr."""
+    arrival = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    record = Record("shardId-0", Position(5, 1), "pk", b"{}", arrival)
+    assert record == Record("shardId-0", Position(5, 1), "pk", b"{}", arrival)
+    assert not record != Record("shardId-0", Position(5, 1), "pk", b"{}", arrival)  # noqa: SIM202
+    assert record != Record("shardId-0", Position(5, 2), "pk", b"{}", arrival)
+    assert record != Record("shardId-0", Position(5, 1), "pk", b"{}", arrival, error="x")
+    assert record != ("shardId-0", Position(5, 1))
+    with pytest.raises(TypeError):
+        hash(record)
+    assert repr(record) == (
+        "Record(shard_id='shardId-0', position=Position(sequence=5, subsequence=1), "
+        "partition_key='pk', data=b'{}', arrival=datetime.datetime(2026, 11, 26, 12, 0, "
+        "tzinfo=datetime.timezone.utc), explicit_hash_key=None, error=None, arrival_us=-1)"
+    )
+    assert record.micros() == record.arrival_us == epoch_us(arrival)
+
+
+@given(record_lists, st.integers(0, 2**128), st.integers(0, 10**6))
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+def test_user_records_of_an_aggregate_keep_their_order_keys_and_data(
+    records: list[UserRecord], sequence: int, millis: int
+) -> None:
+    arrival = datetime(2026, 11, 26, tzinfo=UTC) + timedelta(milliseconds=millis)
+    kinesis = KinesisRecord(sequence, "outer", aggregate(records), arrival)
+    users = unpack_aggregate("shardId-7", kinesis)
+    assert [(u.partition_key, u.explicit_hash_key, u.data) for u in users] == [
+        (r.partition_key, r.explicit_hash_key, r.data) for r in records
+    ]
+    assert [u.position for u in users] == [Position(sequence, i) for i in range(len(records))]
+    assert {(u.shard_id, u.arrival, u.arrival_us, u.error) for u in users} == {
+        ("shardId-7", arrival, epoch_us(arrival), None)
+    }
