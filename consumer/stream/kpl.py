@@ -162,8 +162,8 @@ def deaggregate_columns(data: bytes) -> tuple[list[str], list[str | None], list[
     """Decode a KPL aggregate into its user records' partition keys, explicit hash keys
     and data, as three lists in subsequence order.
 
-    Columns rather than a tuple per user record: the consumer's hot path builds its own
-    record objects, and a tuple per member was a tenth of the aggregate's decode.
+    Columns rather than a tuple per user record: the consumer's hot path indexes them to
+    build its own record objects (measured the same speed as tuples, compiled).
 
     Raises :class:`KplError` if the digest does not match, the protobuf is truncated or
     malformed, a required field is missing, an index falls outside its key table, or a
