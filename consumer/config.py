@@ -615,6 +615,9 @@ ENVIRONMENT_ONLY: dict[str, str] = {
     "LANDER_SPARK_LOG_LEVEL": "sparkjobs/session.py: Spark's own log level",
     "LANDER_SPARK_CDS": "sparkjobs/session.py: the AppCDS archive of lander compact and "
     "analyse (a file, or off; default under the user's cache)",
+    "LANDER_SPARK_READER_JAR": "sparkjobs/objectreader.py: the jar of the compaction's "
+    "object reader (a file, or off for Spark's text reader; default built under the user's "
+    "cache when javac is there)",
     "LANDER_SPARK_PROPERTIES": "sparkjobs/session.py: a Spark properties file a local "
     "session starts with (the Spark image's defaults); the job's own settings win",
     "LANDER_S3A_JARS": "tests/support/s3a.py: the folder holding the S3A jars of the tests",

@@ -188,6 +188,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return BAD_CONFIG
+    from sparkjobs.objectreader import setting_problem
+
+    if problem := setting_problem():
+        print(f"lander: {problem}", file=sys.stderr)
+        return BAD_CONFIG
     if isinstance(settings, CompactSettings):
         return _compact(settings)
     assert isinstance(settings, AnalyseSettings)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import structlog
 
 from consumer.archive.layout import hour_folder, hour_of
-from sparkjobs import table
+from sparkjobs import objectreader, table
 from sparkjobs.catalog import TableRef, ref_for
 from sparkjobs.fallback import check_inputs, triage
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
@@ -113,7 +113,17 @@ def compact(
         job.target_file_bytes,
     )
     run_dir = join(ref.data_root, manifest.run_id)
-    spark_plan = SparkPlan(spark, job, plan.folders, plan.stale, partitions, run_dir, index_files)
+    manifest.reader = reader_for(spark, plan)
+    spark_plan = SparkPlan(
+        spark,
+        job,
+        plan.folders,
+        plan.stale,
+        partitions,
+        run_dir,
+        index_files,
+        whole_objects=manifest.reader == objectreader.WHOLE,
+    )
 
     mark = time.monotonic()
     metrics = _read_and_write(spark, fs, plan, spark_plan, manifest, bind)
@@ -147,6 +157,15 @@ def compact(
         seconds=manifest.timings["total_s"],
     )
     return manifest
+
+
+def reader_for(spark: SparkSession, plan: WindowPlan) -> str:
+    """How the run reads its objects: whole (:mod:`sparkjobs.objectreader`) when the
+    session has the reader and no object is too large to hold, else as text."""
+    largest = max((f.size for f in plan.read.values()), default=0)
+    if largest <= objectreader.WHOLE_OBJECT_MAX_BYTES and objectreader.enable(spark):
+        return objectreader.WHOLE
+    return objectreader.TEXT
 
 
 def _plan(  # noqa: PLR0917 - the run's parts, each used

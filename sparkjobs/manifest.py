@@ -82,6 +82,9 @@ class RunManifest:
     """Horizon hours read through their index (published rows and dropped copies)
     instead of their landed objects."""
     timings: dict[str, float] = field(default_factory=dict)
+    reader: str = ""
+    """How the objects were read: ``objects`` (whole, split in the JVM:
+    :mod:`sparkjobs.objectreader`) or ``text`` (Spark's text reader)."""
     table: str = ""
     published_hours: list[str] = field(default_factory=list)
     superseded_hours: list[str] = field(default_factory=list)

@@ -30,8 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+import structlog
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
+
+from sparkjobs.objectreader import reader_jar
 
 DEFAULTS: dict[str, str] = {  # SQL settings: a running session accepts them
     "spark.sql.session.timeZone": "UTC",
@@ -191,6 +194,22 @@ def local_settings(cores: int | None = None, jvm: JvmPlan | None = None) -> dict
     }
 
 
+def with_object_reader(jars: str) -> str:
+    """``spark.jars`` (comma-separated) plus the jar of the compaction's object reader
+    (:mod:`sparkjobs.objectreader`), when there is one. A reader that fails to build is
+    logged and left out: the jobs then read objects as text, the same rows more slowly."""
+    try:
+        jar = reader_jar()
+    except RuntimeError as exc:
+        structlog.get_logger("sparkjobs.session").warning(
+            "object reader not built; objects are read as text", error=str(exc)
+        )
+        return jars
+    if jar is None:
+        return jars
+    return ",".join([*filter(None, (j.strip() for j in jars.split(","))), str(jar)])
+
+
 def get_session(
     master: str | None = None, app: str = "kinesis-lander", jvm: JvmPlan | None = None
 ) -> SparkSession:
@@ -208,7 +227,11 @@ def get_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(master or "local[*]")
         # The file's settings first: the session's own, and PYSPARK_SUBMIT_ARGS, win.
-        for key, value in {**properties_file(), **local_settings(jvm=jvm)}.items():
+        settings = {**properties_file(), **local_settings(jvm=jvm)}
+        jars = with_object_reader(settings.get("spark.jars", ""))
+        if jars:
+            settings["spark.jars"] = jars
+        for key, value in settings.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     if jvm is not None and (master or not submitted):

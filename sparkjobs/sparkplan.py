@@ -37,6 +37,7 @@ from sparkjobs.fallback import SavedLine
 from sparkjobs.job import CompactJob
 from sparkjobs.lines import parse
 from sparkjobs.manifest import BadFile
+from sparkjobs.objectreader import FUNCTION
 from sparkjobs.plan import hour_label_of
 from sparkjobs.schema import COMPACTED, CORRUPT, field_ids
 from sparkjobs.sparkkeys import BAD_LINE, BY_EVENT, BY_SEQUENCE, dedupe_key, index_rows
@@ -54,31 +55,41 @@ def _read_lines(
     *,
     tolerant: bool,
     payload_format: str,
+    whole_objects: bool = False,
 ) -> DataFrame:
     """Landed lines of the objects in ``good``, plus the lines saved from truncated ones.
 
     Read as text and split by :func:`sparkjobs.lines.parse`: the header parsed, the
     payload kept as written. Not ``tolerant``, a damaged object fails the read (the fast
-    path: nothing is checked up front). ``tolerant``, the reader skips what it cannot
-    decode; the caller has already classified every object and lists only sound ones in
-    ``good``.
+    path: nothing is checked up front). ``tolerant``, only the objects in ``good`` are
+    decoded (the caller has already classified every object). ``whole_objects``: read
+    by :mod:`sparkjobs.objectreader` (each object whole, split in the JVM) instead of
+    Spark's text reader; the same rows.
     """
     path = sf.col("_metadata.file_path")
-    read = (
+    reader = (
         spark.read.option("recursiveFileLookup", "true")
         .option("pathGlobFilter", "*.jsonl.gz")
         .option("ignoreCorruptFiles", str(tolerant).lower())
-        .text(folders)
-        .select(
-            "value",
-            # dt=…/hour=…/minute=…/shard=…/name: the last five parts, no regex per row.
-            sf.substring_index(path, "/", -5).alias("rel"),
-            sf.col("_metadata.file_modification_time").alias("landed_ts"),
-        )
     )
+    # dt=…/hour=…/minute=…/shard=…/name: the last five parts, no regex per row.
+    rel = sf.substring_index(path, "/", -5).alias("rel")
+    landed = sf.col("_metadata.file_modification_time").alias("landed_ts")
     # Each object's hour comes from its key, parsed here once per object by the
     # archive's layout, and joins its lines (rel is unique: no row is duplicated).
-    lines = read.join(sf.broadcast(_labels(spark, good)), "rel")
+    labels = sf.broadcast(_labels(spark, good))
+    if whole_objects:
+        # Joined before the lines are made: an object outside ``good`` is never decoded.
+        objects = reader.format("binaryFile").load(folders).select("content", rel, landed)
+        split = objects.join(labels, "rel").select(
+            sf.explode(sf.call_function(FUNCTION, "content")).alias("line"),
+            "rel",
+            "landed_ts",
+            "label",
+        )
+        lines = split.select(sf.col("line").cast("string").alias("value"), *split.columns[1:])
+    else:
+        lines = reader.text(folders).select("value", rel, landed).join(labels, "rel")
     if recovered:
         saved = spark.createDataFrame(
             [(value, rel, when) for rel, value, when in recovered],
@@ -314,11 +325,15 @@ class SparkPlan:
         partitions: int,
         run_dir: str,
         index_files: list[str] | None = None,
+        *,
+        whole_objects: bool = False,
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
         self.index_files = index_files or []
         """The Parquet files of the horizon hours read through their index."""
+        self.whole_objects = whole_objects
+        """Read objects whole (:mod:`sparkjobs.objectreader`), not with the text reader."""
         self._lines: DataFrame | None = None
 
     def run(self, good: list[str], saved: list[SavedLine], *, tolerant: bool) -> dict[str, Any]:
@@ -332,6 +347,7 @@ class SparkPlan:
             saved,
             tolerant=tolerant,
             payload_format=self.job.payload_format,
+            whole_objects=self.whole_objects,
         )
         before = Observation("malformed")
         after = Observation("causes")

@@ -1,0 +1,128 @@
+"""The compaction's fast read: landed objects as whole files, split into lines in the JVM.
+
+Spark's text reader pays about 0.7 ms per file before it reads a byte (each file's
+reader copies the job's 1,100-key Hadoop configuration and scans it again), and a day is
+~8,800 small objects. So when it can, the compaction reads objects with Spark's
+``binaryFile`` source and a small Java function (``sparkjobs/jvm/LandedObjectLines.java``)
+that inflates each object and splits it into lines: the same lines, bytes untouched,
+with every gzip member's CRC-32 and length checked (docs/benchmarks.md has what it
+saves).
+
+Where the function's jar comes from (:func:`reader_jar`): ``LANDER_SPARK_READER_JAR``
+names a jar, or ``off`` (the text reader, always); unset, a jar built once from the
+source with ``javac`` into the user's cache (``$XDG_CACHE_HOME`` or ``~/.cache``), named
+by the source's and PySpark's hash, like the class archive. With no ``javac`` (a JRE
+only) there is no jar and the text reader is used, which reads the same rows more
+slowly. Under ``spark-submit`` the jar is the cluster's to ship (``--jars``);
+:func:`enable` finds out whether the session can load the class.
+
+Objects larger than :data:`WHOLE_OBJECT_MAX_BYTES` are read by the text reader, which
+streams: the fast read holds an object's bytes and lines in memory at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyspark
+from pyspark.errors import AnalysisException
+from pyspark.sql.types import ArrayType, BinaryType
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CLASS = "kinesislander.spark.LandedObjectLines"
+FUNCTION = "lander_object_lines"
+SOURCE = Path(__file__).with_name("jvm") / "LandedObjectLines.java"
+ENV = "LANDER_SPARK_READER_JAR"
+WHOLE, TEXT = "objects", "text"
+"""How a run read its objects (the manifest's ``reader``): whole, or by the text reader."""
+
+WHOLE_OBJECT_MAX_BYTES = 16 << 20
+"""Landed gzip bytes of one object above which a run uses the streaming text reader (the
+lander writes at most 64 MiB of lines per object by default: a few MiB of gzip)."""
+
+
+class ReaderJarError(ValueError):
+    """``LANDER_SPARK_READER_JAR`` names no jar."""
+
+
+def setting_problem() -> str | None:
+    """What is wrong with ``LANDER_SPARK_READER_JAR``, in one line; None if nothing."""
+    value = os.environ.get("LANDER_SPARK_READER_JAR", "").strip()
+    if value and value.lower() != "off" and not Path(value).is_file():
+        return f"{ENV}: no such file: {value} (a jar, or off for Spark's text reader)"
+    return None
+
+
+def reader_jar() -> Path | None:
+    """The jar of the fast reader, built if missing; None for the text reader."""
+    problem = setting_problem()
+    if problem:
+        raise ReaderJarError(problem)
+    value = os.environ.get("LANDER_SPARK_READER_JAR", "").strip()
+    if value.lower() == "off":
+        return None
+    if value:
+        return Path(value)
+    if not SOURCE.is_file():  # run from a zip (spark-submit --py-files): no source here
+        return None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kinesis-lander"
+    jar = cache / f"object-reader-{_fingerprint()}.jar"
+    if jar.is_file():
+        return jar
+    return build(jar)
+
+
+def _fingerprint() -> str:
+    """The source's bytes and the PySpark it compiles against, hashed."""
+    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest.update(pyspark.__version__.encode())
+    return digest.hexdigest()[:12]
+
+
+def javac() -> str | None:
+    """The Java compiler: JAVA_HOME's, else the PATH's; None when there is none."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "javac").is_file():
+        return str(Path(home) / "bin" / "javac")
+    return shutil.which("javac")
+
+
+def build(jar: Path) -> Path | None:
+    """Compile :data:`SOURCE` against PySpark's jars into ``jar`` (written whole, by one
+    rename); None when there is no ``javac``. A failing compiler raises."""
+    compiler = javac()
+    if compiler is None:
+        return None
+    jars = Path(pyspark.__file__).parent / "jars"
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lander-reader-", dir=jar.parent) as work:
+        classes = Path(work) / "classes"
+        compile_ = [compiler, "--release", "17", "-nowarn", "-cp", f"{jars}/*"]
+        _run([*compile_, "-d", str(classes), str(SOURCE)])
+        built = Path(work) / jar.name
+        _run([str(Path(compiler).with_name("jar")), "cf", str(built), "-C", str(classes), "."])
+        os.replace(built, jar)
+    return jar
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{Path(argv[0]).name} failed: {done.stderr.strip()[-1000:]}")
+
+
+def enable(spark: SparkSession) -> bool:
+    """Register :data:`FUNCTION` in ``spark`` if its class can be loaded; whether it is."""
+    try:
+        spark.udf.registerJavaFunction(FUNCTION, CLASS, ArrayType(BinaryType()))
+    except AnalysisException:
+        return False
+    return True
