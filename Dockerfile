@@ -89,6 +89,22 @@ WORKDIR /home/lander
 FROM scratch AS s3a-jars
 
 # --------------------------------------------------------------------------------------
+# object-reader: the compaction's object reader (sparkjobs/jvm/LandedObjectLines.java,
+# sparkjobs/objectreader.py) compiled against the image's own PySpark jars. The JDK stays
+# in this stage; the spark image gets the jar and keeps its JRE. Not version-pinned, for
+# the reason the spark stage gives for its JRE.
+FROM ${PYTHON_IMAGE} AS object-reader
+# hadolint ignore=DL3008
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=venv-spark /opt/lander /opt/lander
+RUN /opt/lander/bin/python -c "from pathlib import Path; from sparkjobs.objectreader import build; \
+assert build(Path('/out/object-reader.jar'))" \
+    && ls -l /out/object-reader.jar
+
+# --------------------------------------------------------------------------------------
 # spark: the nightly `lander compact` + `lander analyse` (Kubernetes CronJob, compose's
 # on-demand `compaction` service). Spark runs in local mode inside the container.
 FROM base AS spark
@@ -114,6 +130,10 @@ ENV SPARK_HOME=/opt/lander/lib/python3.11/site-packages/pyspark \
 # image) of every executor, whatever a cluster passes as extraClassPath.
 COPY --from=s3a-jars / ${SPARK_HOME}/jars/
 COPY deploy/docker/spark-defaults.conf /opt/lander/spark-defaults.conf
+# The object reader: each landed object read whole and split in the JVM, 10-15 % less
+# CPU for a day of small objects than Spark's text reader (docs/sparkjobs.md).
+COPY --from=object-reader /out/object-reader.jar /opt/lander/object-reader.jar
+ENV LANDER_SPARK_READER_JAR=/opt/lander/object-reader.jar
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # hadoop-aws must be the exact version of PySpark's Hadoop client, with an SDK v2 bundle.
 RUN hadoop="$(basename "$SPARK_HOME"/jars/hadoop-client-api-*.jar .jar)" \

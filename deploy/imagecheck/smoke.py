@@ -308,3 +308,8 @@ def compact(smoke: Smoke, workdir: Path, days: set[str], ids: set[str]) -> None:
         )
         smoke.engine.say(f"spark image: compacted {day} in {time.monotonic() - started:.0f} s")
     checks.compacted_once(out.as_uri(), STREAM, ids, "spark image", prints=smoke.engine.say)
+    manifests = (out / "_manifests" / f"stream={STREAM}").glob("*.json")
+    readers = sorted({json.loads(path.read_text()).get("reader") for path in manifests})
+    if readers != ["objects"]:  # the image carries the object reader's jar
+        raise CheckError(f"spark image: objects read by {readers}, not by the object reader")
+    smoke.engine.say("spark image: objects read whole, by the object reader")
