@@ -75,6 +75,8 @@ SIZES_FULL = ("200k", "2M")
 SIZES_QUICK = ("small",)
 STREAMS_SIZES = ("small", "200k")
 """Sizes measured with three streams in one run too (at 2M it would add ~5 minutes)."""
+READER_SIZES = ("small", "200k")
+"""Sizes whose day is also run by each reader, alternated (at 2M: ~5 minutes more)."""
 
 
 def _tiny_archive(root: Path) -> None:
@@ -125,12 +127,14 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
             "cpu_seconds": round(cpu, 2),
             "parquet_bytes": parquet_bytes(out),
         }
+    readers = compaction_session.readers(work, size, env) if size in READER_SIZES else None
     two_days = compaction_session.two_days(work, size, env)
     streams = compaction_session.three_streams(work, size, env) if size in STREAMS_SIZES else None
     return {
         "parquet_codecs": codecs,
         "two_days": two_days,
         "streams": streams,
+        "readers": readers,
         "archive": {
             "objects": len(made.objects),
             "lines": lines,
@@ -254,6 +258,13 @@ def render(result: dict[str, Any]) -> str:
                     f"{name} {c['parquet_bytes'] / 2**20:,.1f} MiB, {c['cpu_seconds']:.1f} CPU-s"
                     for name, c in codecs.items()
                 )
+            )
+        readers = found.get("readers")
+        if readers:
+            lines.append(
+                f"  readers (a fresh run each, alternated): objects read whole "
+                f"{_runs(readers['objects_cpu_seconds'])} CPU-s against Spark's text reader "
+                f"{_runs(readers['text_cpu_seconds'])}: {readers['ratio']:.2f}x, best of each"
             )
         two = found.get("two_days")
         if two:

@@ -3,6 +3,8 @@
 - :func:`two_days`: the next day added to the archive and both days compacted by one
   ``lander compact --window D1..D2``; two days minus one day is the second day's cost
   in a warm process (issue 15's per-row target, against DuckDB measured the same way).
+- :func:`readers`: the day by each of the compaction's readers, alternated: objects read
+  whole and split in the JVM, against Spark's text reader.
 - :func:`three_streams`: two more streams' archives of the same size beside the first,
   and all three compacted by one ``lander compact --stream A,B,C``, alternated twice
   with a run of the first alone (issue 15: at most 2.5x one stream's run, best of each).
@@ -17,13 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from bench.compaction_duckdb import compact_with_duckdb
-from bench.compaction_runs import fresh_process, lander_compact, manifest_totals, measure_in_process
+from bench.compaction_runs import (
+    fresh_process,
+    lander_compact,
+    manifest,
+    manifest_totals,
+    measure_in_process,
+)
 from bench.prodlike import DAY, STREAM, ProdArchive
 from bench.prodlike_truth import read_archive, truth
 from bench.report import progress
 
 TARGET_STREAMS_RATIO = 2.5
 """Issue 15: three streams in one session at most this many times one stream's CPU."""
+READER_JAR = "LANDER_SPARK_READER_JAR"
 MORE_STREAMS = ("payments", "clicks")
 """The streams written beside ``orders`` for the three-stream run (seeds 3 and 4)."""
 
@@ -114,4 +123,33 @@ def three_streams(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
         "one_stream_cpu_seconds": [round(cpu, 2) for cpu in one],
         "cpu_seconds": [round(cpu, 2) for cpu in three],
         "ratio": round(min(three) / min(one), 2),
+    }
+
+
+def readers(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
+    """The day in a fresh run by each reader (sparkjobs/objectreader.py), alternated twice.
+
+    ``objects``: each object read whole and split by the Java function (the default
+    where ``javac`` is); ``text``: Spark's text reader (``LANDER_SPARK_READER_JAR=off``).
+    Each run is checked against the model and its manifest must name its reader.
+    """
+    archive, window = work / "archive", DAY.isoformat()
+    want, _ = _expected(archive, STREAM, window)
+    found: dict[str, list[float]] = {"objects": [], "text": []}
+    for attempt in (1, 2):
+        for reader, extra in (("text", {READER_JAR: "off"}), ("objects", {})):
+            progress(f"compaction {size}: Spark, the {reader} reader ({attempt} of 2)")
+            out = work / f"spark-reader-{reader}-{attempt}"
+            found[reader].append(
+                fresh_process(lander_compact(archive, out, window), env | extra)[1]
+            )
+            read_by = manifest(out, window)["reader"]
+            if read_by != reader:
+                raise AssertionError(f"the {reader} run read with {read_by!r}")
+            got = manifest_totals(out, window)
+            if got != want:
+                raise AssertionError(f"Spark ({reader}) and the model disagree: {got} != {want}")
+    return {
+        **{f"{reader}_cpu_seconds": [round(c, 2) for c in cpu] for reader, cpu in found.items()},
+        "ratio": round(min(found["objects"]) / min(found["text"]), 2),
     }

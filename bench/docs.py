@@ -282,6 +282,17 @@ def compaction_rows(result: Mapping[str, Any]) -> list[Row]:
                     f"<= {most:.0%}: {_met(share <= most)}",
                 )
             )
+        readers = found.get("readers")
+        if readers:
+            rows.append(
+                (
+                    f"compaction, {size}: objects read whole (the object reader), fresh process",
+                    f"{min(readers['objects_cpu_seconds']):.1f} CPU-s",
+                    f"Spark's text reader {min(readers['text_cpu_seconds']):.1f} CPU-s",
+                    f"**{_x(readers['ratio'])}** CPU",
+                    "(reported)",
+                )
+            )
         two = found.get("two_days")
         if two:
             limit = result.get("target_marginal_ratio", 1.5)
