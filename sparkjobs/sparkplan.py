@@ -61,8 +61,9 @@ def _read_lines(
 
     Read as text and split by :func:`sparkjobs.lines.parse`: the header parsed, the
     payload kept as written. Not ``tolerant``, a damaged object fails the read (the fast
-    path: nothing is checked up front). ``tolerant``, only the objects in ``good`` are
-    decoded (the caller has already classified every object). ``whole_objects``: read
+    path: nothing is checked up front). ``tolerant``, the caller has already classified
+    every object and only the lines of those in ``good`` are kept (the text reader skips
+    what it cannot decode; the object reader decodes only ``good``). ``whole_objects``: read
     by :mod:`sparkjobs.objectreader` (each object whole, split in the JVM) instead of
     Spark's text reader; the same rows.
     """
