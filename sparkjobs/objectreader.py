@@ -61,8 +61,9 @@ def setting_problem() -> str | None:
     return None
 
 
-def reader_jar() -> Path | None:
-    """The jar of the fast reader, built if missing; None for the text reader."""
+def reader_jar(cache: Path) -> Path | None:
+    """The jar of the fast reader, built into ``cache`` if missing (unless
+    ``LANDER_SPARK_READER_JAR`` names one); None for the text reader."""
     problem = setting_problem()
     if problem:
         raise ReaderJarError(problem)
@@ -73,7 +74,6 @@ def reader_jar() -> Path | None:
         return Path(value)
     if not SOURCE.is_file():  # run from a zip (spark-submit --py-files): no source here
         return None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kinesis-lander"
     jar = cache / f"object-reader-{_fingerprint()}.jar"
     if jar.is_file():
         return jar

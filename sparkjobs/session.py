@@ -87,8 +87,13 @@ def class_archive() -> Path | None:
         return None
     if value:
         return Path(value)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "kinesis-lander" / f"spark-{pyspark.__version__}-{_java_id()}.jsa"
+    return cache_dir() / f"spark-{pyspark.__version__}-{_java_id()}.jsa"
+
+
+def cache_dir() -> Path:
+    """Where local runs keep what they build once: the class archive, the object reader's
+    jar (``$XDG_CACHE_HOME`` or ``~/.cache``, then ``kinesis-lander``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kinesis-lander"
 
 
 def _java_id() -> str:
@@ -199,7 +204,7 @@ def with_object_reader(jars: str) -> str:
     (:mod:`sparkjobs.objectreader`), when there is one. A reader that fails to build is
     logged and left out: the jobs then read objects as text, the same rows more slowly."""
     try:
-        jar = reader_jar()
+        jar = reader_jar(cache_dir())
     except RuntimeError as exc:
         structlog.get_logger("sparkjobs.session").warning(
             "object reader not built; objects are read as text", error=str(exc)

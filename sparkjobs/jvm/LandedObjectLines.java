@@ -169,8 +169,8 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
       int start = 0;
       for (int i = 0; i < n; i++) {
         byte c = chunk[i];
-        if (c == '\n' && afterCr && i == start && length == 0) {
-          afterCr = false; // the LF of a CRLF whose CR ended the line before
+        if (c == '\n' && afterCr) {
+          afterCr = false; // the LF of a CRLF whose CR ended the line just before
           start = i + 1;
           continue;
         }

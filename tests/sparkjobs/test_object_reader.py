@@ -32,7 +32,7 @@ from sparkjobs.cli import BAD_CONFIG
 from sparkjobs.compact import reader_for
 from sparkjobs.compacted import current_files
 from sparkjobs.integrity import check_gzip
-from sparkjobs.session import with_object_reader
+from sparkjobs.session import cache_dir, with_object_reader
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:
@@ -210,14 +210,14 @@ def test_the_jar_is_built_once_into_the_cache(
         pytest.skip("no javac on this machine")
     monkeypatch.delenv(objectreader.ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    jar = objectreader.reader_jar()
+    jar = objectreader.reader_jar(cache_dir())
     assert jar is not None
     assert jar.parent == tmp_path / "kinesis-lander"
     assert jar.name.startswith("object-reader-")
     with zipfile.ZipFile(jar) as built:
         assert "kinesislander/spark/LandedObjectLines.class" in built.namelist()
     made = jar.stat().st_mtime_ns
-    assert objectreader.reader_jar() == jar
+    assert objectreader.reader_jar(cache_dir()) == jar
     assert jar.stat().st_mtime_ns == made
     assert [p.name for p in jar.parent.iterdir()] == [jar.name]  # no temporary left
 
@@ -228,9 +228,9 @@ def test_without_javac_or_when_off_the_text_reader_is_used(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv(objectreader.ENV, raising=False)
     monkeypatch.setattr(objectreader, "javac", lambda: None)
-    assert objectreader.reader_jar() is None
+    assert objectreader.reader_jar(cache_dir()) is None
     monkeypatch.setenv(objectreader.ENV, "OFF")
-    assert objectreader.reader_jar() is None
+    assert objectreader.reader_jar(cache_dir()) is None
     assert with_object_reader("a.jar, b.jar") == "a.jar, b.jar"
 
 
@@ -240,7 +240,7 @@ def test_a_named_jar_joins_the_sessions_jars(
     named = tmp_path / "reader.jar"
     named.write_bytes(b"PK")
     monkeypatch.setenv(objectreader.ENV, str(named))
-    assert objectreader.reader_jar() == named
+    assert objectreader.reader_jar(cache_dir()) == named
     assert with_object_reader("a.jar, b.jar") == f"a.jar,b.jar,{named}"
     assert with_object_reader("") == str(named)
 
@@ -258,7 +258,7 @@ def test_a_compiler_that_fails_leaves_the_text_reader(
     monkeypatch.delenv(objectreader.ENV, raising=False)
     monkeypatch.setattr(objectreader, "javac", lambda: str(fake))
     with pytest.raises(RuntimeError, match="no compiler here"):
-        objectreader.reader_jar()
+        objectreader.reader_jar(cache_dir())
     assert with_object_reader("a.jar") == "a.jar"
 
 
