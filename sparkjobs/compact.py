@@ -46,7 +46,14 @@ from sparkjobs.fallback import check_inputs, triage
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.job import CompactionError, CompactJob, MiB
 from sparkjobs.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
-from sparkjobs.plan import WindowPlan, has_landed_input, list_inputs, partitions_for, plan_window
+from sparkjobs.plan import (
+    WindowPlan,
+    has_landed_input,
+    input_order,
+    list_inputs,
+    partitions_for,
+    plan_window,
+)
 from sparkjobs.publish import HourEntry, InputFile, inputs_digest
 from sparkjobs.sparkplan import DROPPED_DT, SparkPlan
 from sparkjobs.window import hour_label, parse_hour
@@ -192,7 +199,7 @@ def _plan(  # noqa: PLR0917 - the run's parts, each used
     manifest.stale_hours = plan.stale
     manifest.unchanged_hours = plan.unchanged
     if plan.stale:
-        manifest.inputs = sorted(plan.read.values())
+        manifest.inputs = sorted(plan.read.values(), key=input_order)
         manifest.lookback_files = plan.lookback_files
         manifest.indexed_hours = sorted(plan.indexed)
     return plan, index_files

@@ -76,19 +76,8 @@ class LocalFilesystem:
 
     def list_files(self, uri: str) -> list[Listed]:
         """Walk the folder; hidden and temporary names are skipped as Spark does."""
-        root = local_path(uri)
         found: list[Listed] = []
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
-            for name in files:
-                if name.startswith((".", "_")):
-                    continue
-                path = Path(folder, name)
-                try:
-                    stat = path.stat()
-                except FileNotFoundError:
-                    continue
-                found.append(Listed(f"file://{path}", stat.st_size, stat.st_mtime_ns // 1_000_000))
+        _walk(str(local_path(uri)), found)
         return found
 
     def read(self, uri: str) -> bytes | None:
@@ -231,3 +220,27 @@ def filesystem_for(uri: str, spark: SparkSession | None) -> Filesystem:
     if spark is None:
         raise ValueError(f"{uri}: a Spark session is needed to reach this filesystem")
     return HadoopFilesystem(spark)
+
+
+def _walk(folder: str, found: list[Listed]) -> None:
+    """Append the files under ``folder`` (os.scandir: no Path object per file, which was
+    most of listing a day's ~9,000 objects)."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    folders: list[str] = []
+    for entry in entries:
+        if entry.name.startswith((".", "_")):
+            continue
+        try:
+            if entry.is_dir():  # as os.walk: a link to a folder is not followed
+                if not entry.is_symlink():
+                    folders.append(entry.path)
+                continue
+            stat = entry.stat()
+        except FileNotFoundError:
+            continue
+        found.append(Listed(f"file://{entry.path}", stat.st_size, stat.st_mtime_ns // 1_000_000))
+    for path in folders:
+        _walk(path, found)

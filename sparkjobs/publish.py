@@ -41,10 +41,8 @@ class InputFile:
 
 def inputs_digest(files: Iterable[InputFile]) -> str:
     """A digest of a set of inputs: equal exactly when the same objects, same sizes."""
-    digest = hashlib.sha256()
-    for rel, size in sorted({(f.rel, f.size) for f in files}):
-        digest.update(f"{rel}\t{size}\n".encode())
-    return digest.hexdigest()
+    text = "".join(f"{rel}\t{size}\n" for rel, size in sorted({(f.rel, f.size) for f in files}))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
