@@ -6,6 +6,7 @@ import gzip
 import random
 import zlib
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from consumer.archive.layout import parse_relative
 from sparkjobs.integrity import check_gzip, recover_lines
+from sparkjobs.io import LocalFilesystem
 from sparkjobs.publish import (
     HourEntry,
     InputFile,
@@ -188,3 +190,32 @@ def test_only_hours_whose_inputs_changed_are_stale() -> None:
     assert stale_hours(current, digests) == ["2026-11-22T01", "2026-11-22T02"]
     assert inputs_digest([a]) == inputs_digest([InputFile(a.rel, a.size, 99)])
     assert inputs_digest([a]) != inputs_digest([InputFile(a.rel, 11, 1)])
+
+
+def test_local_listing_walks_every_folder_and_skips_hidden_names(tmp_path: Path) -> None:
+    """What Spark would read: nested files with size and mtime; names starting with a dot
+    or an underscore skipped, files and folders alike; a link to a folder not followed."""
+    (tmp_path / "dt=2026-11-21" / "hour=00" / "minute=05").mkdir(parents=True)
+    kept = tmp_path / "dt=2026-11-21" / "hour=00" / "minute=05" / "a.jsonl.gz"
+    kept.write_bytes(b"12345")
+    (tmp_path / "top.jsonl.gz").write_bytes(b"1")
+    (tmp_path / "dt=2026-11-21" / ".a.jsonl.gz.crc").write_bytes(b"x")
+    (tmp_path / "dt=2026-11-21" / "_SUCCESS").write_bytes(b"")
+    (tmp_path / "_temporary" / "0").mkdir(parents=True)
+    (tmp_path / "_temporary" / "0" / "part.jsonl.gz").write_bytes(b"x")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "b.jsonl.gz").write_bytes(b"x")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "c.jsonl.gz").write_bytes(b"x")
+    (tmp_path / "linked").symlink_to(outside, target_is_directory=True)
+
+    found = LocalFilesystem().list_files(f"file://{tmp_path}")
+
+    assert sorted(item.uri for item in found) == sorted(
+        [f"file://{kept}", f"file://{tmp_path / 'top.jsonl.gz'}"]
+    )
+    (item,) = [i for i in found if i.uri.endswith("a.jsonl.gz")]
+    assert item.size == 5
+    assert item.modified_ms == kept.stat().st_mtime_ns // 1_000_000
+    assert LocalFilesystem().list_files(f"file://{tmp_path / 'missing'}") == []
