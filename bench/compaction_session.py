@@ -29,10 +29,10 @@ from bench.compaction_runs import (
 from bench.prodlike import DAY, STREAM, ProdArchive
 from bench.prodlike_truth import read_archive, truth
 from bench.report import progress
+from sparkjobs.objectreader import ENV as READER_JAR
 
 TARGET_STREAMS_RATIO = 2.5
 """Issue 15: three streams in one session at most this many times one stream's CPU."""
-READER_JAR = "LANDER_SPARK_READER_JAR"
 MORE_STREAMS = ("payments", "clicks")
 """The streams written beside ``orders`` for the three-stream run (seeds 3 and 4)."""
 

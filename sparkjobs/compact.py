@@ -46,15 +46,8 @@ from sparkjobs.fallback import check_inputs, triage
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.job import CompactionError, CompactJob, MiB
 from sparkjobs.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
-from sparkjobs.plan import (
-    WindowPlan,
-    has_landed_input,
-    input_order,
-    list_inputs,
-    partitions_for,
-    plan_window,
-)
-from sparkjobs.publish import HourEntry, InputFile, inputs_digest
+from sparkjobs.plan import WindowPlan, has_landed_input, list_inputs, partitions_for, plan_window
+from sparkjobs.publish import HourEntry, InputFile, input_order, inputs_digest
 from sparkjobs.sparkplan import DROPPED_DT, SparkPlan
 from sparkjobs.window import hour_label, parse_hour
 

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from consumer.archive.layout import RelativeKey, hour_folder, minute_folder, parse_relative
 from sparkjobs.io import Filesystem, Listed, join
 from sparkjobs.job import CompactJob
-from sparkjobs.publish import HourEntry, InputFile, inputs_digest, stale_hours
+from sparkjobs.publish import HourEntry, InputFile, input_order, inputs_digest, stale_hours
 from sparkjobs.window import Window, hour_label, parse_hour
 
 
@@ -122,14 +122,7 @@ def inputs_of(
                 found.update(files)
             else:
                 found.update(f for f in files if since <= _relative(f.rel).minute)
-    # By a key of the fields, compared in C: the order ``InputFile`` defines, without
-    # a Python call per comparison (a day's hours sort ~200k inputs against a 24 h horizon).
     return sorted(found, key=input_order)
-
-
-def input_order(f: InputFile) -> tuple[str, int, int]:
-    """The sort key of an input: its fields, in the order ``InputFile`` compares them."""
-    return f.rel, f.size, f.modified_ms
 
 
 def plan_window(
@@ -208,12 +201,7 @@ def partitions_for(parallelism: int, sizes: Mapping[str, int], target_bytes: int
 
 def hour_label_of(rel: str) -> str:
     """The hour (``YYYY-MM-DDTHH``) a landed object's relative key belongs to."""
-    return _label_of_hour(_relative(rel).hour)
-
-
-@functools.lru_cache(maxsize=1 << 12)
-def _label_of_hour(hour: datetime) -> str:
-    return hour_label(hour)
+    return hour_label(_relative(rel).hour)
 
 
 @functools.lru_cache(maxsize=1 << 16)

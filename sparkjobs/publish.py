@@ -39,6 +39,13 @@ class InputFile:
     modified_ms: int
 
 
+def input_order(f: InputFile) -> tuple[str, int, int]:
+    """An input's sort key: its fields, in the order ``InputFile`` compares them, but as a
+    tuple compared in C, without the dataclass's Python ``__lt__`` per comparison (a day
+    planned against a 24 h horizon sorts ~200k inputs)."""
+    return f.rel, f.size, f.modified_ms
+
+
 def inputs_digest(files: Iterable[InputFile]) -> str:
     """A digest of a set of inputs: equal exactly when the same objects, same sizes."""
     text = "".join(f"{rel}\t{size}\n" for rel, size in sorted({(f.rel, f.size) for f in files}))
