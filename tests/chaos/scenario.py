@@ -36,6 +36,7 @@ from botocore.config import Config
 from consumer.cli.emulators import LocalStack
 from consumer.cli.harness import Say, WorkerProcess, wait_stream_active
 from consumer.cli.produce import Produced, Producer
+from tests.chaos.diagnose import lease_lines, log_tail, missing_by_shard
 from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
 from tests.chaos.streams import At, ChaosStream, pattern, plan_streams, total
 
@@ -140,6 +141,8 @@ class Outcome:
     """Streams still to be created or deleted when the run ended (must be 0)."""
     seconds: float = 0.0
     replay_flags: str = ""
+    diagnosis: list[str] = field(default_factory=list)
+    """When records were missing at the end: where, the lease table, the worker logs."""
 
     @property
     def ok(self) -> bool:
@@ -188,6 +191,9 @@ class Outcome:
                 + ", ".join(f"{name} {n:,}" for name, n in self.streams.items())
                 + f"; changes not made {self.stream_changes_left}",
             )
+        if self.diagnosis:
+            lines.append("  diagnosis")
+            lines.extend(f"    {line}" for line in self.diagnosis)
         return "\n".join(lines)
 
 
@@ -636,6 +642,26 @@ class Chaos:
             self.say(f"waiting for the archive: {missing:,} records to go")
             time.sleep(3)
         self._check(landed, dead, files)
+        if self.outcome.missing:
+            self.outcome.diagnosis = self._diagnose(wanted - set(landed))
+
+    def _diagnose(self, missing: set[At]) -> list[str]:
+        """Where the records are missing, the lease table, and what each worker said."""
+        lines = ["missing records by shard:", *missing_by_shard(missing), "lease table:"]
+        dynamodb = self.direct["dynamodb"]
+        try:
+            pages = dynamodb.get_paginator("scan").paginate(
+                TableName=self.table, ConsistentRead=True
+            )
+            lines.extend(lease_lines(item for page in pages for item in page["Items"]))
+        except Exception as exc:  # the diagnosis must not hide the finding
+            lines.append(f"(could not read it: {exc!r})")
+        live = [*self.workers.values(), *self.misconfigured]
+        for worker in [*live, *self.retired]:
+            state = "alive" if worker.alive() else f"exited {worker.proc.returncode}"
+            lines.append(f"log of {worker.name} ({state}):")
+            lines.extend(f"  {line}" for line in log_tail(worker.log_path))
+        return lines
 
     def _places(self, *, bad: bool = False) -> set[At]:
         return set().union(*(stream.places(bad=bad) for stream in self.streams))
