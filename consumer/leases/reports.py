@@ -52,9 +52,11 @@ class TroubleReports:
 
 
 async def write_report(w: BoardCoordinator, key: str) -> None:
-    """A troubled shard's report into its lease, fenced by owner and counter."""
-    held, report = w.held.get(key), w.reports[key]
-    if held is None or not w.fresh():
+    """A troubled shard's report into its lease, fenced by owner and counter. A lease
+    given up or lost since the reports were chosen (the beat awaits each write) is
+    skipped: its report is gone with it."""
+    held, report = w.held.get(key), w.reports.get(key)
+    if held is None or report is None or not w.fresh():
         return
     async with held.lock:
         try:
