@@ -297,7 +297,9 @@ class LeaseCoordinator:
     async def give_up(self, key: str, why: str = "shutdown") -> str | None:
         """Hand the lease to whoever asked for it, or release it; forget it either way.
         Returns the worker it was handed to (None: released, or lost). A receiver that
-        withdrew meanwhile (it is stopping) gets nothing: the lease is released."""
+        withdrew meanwhile (it is stopping) gets nothing: the lease is released, and so
+        is a lease read to its end while the hand-off was pending (there is nothing
+        left to read; the receiver's wait ends when the lease no longer names it)."""
         held = self.held.get(key)
         if held is None or held.lost:
             self.forget(key)
@@ -306,7 +308,7 @@ class LeaseCoordinator:
         async with held.lock:
             try:
                 to = held.handoff_to
-                if to is not None and to != self.worker_id:
+                if to is not None and to != self.worker_id and not held.lease.finished:
                     if await self.store.transfer(held.lease, to):
                         self._log.info("lease handed off", shard_id=key, to=to)
                         why, given = "handoff", to

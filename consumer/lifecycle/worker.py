@@ -653,6 +653,9 @@ class Worker:
             held = self.coordinator.held.get(key)
             if held is None or held.lost:
                 return
+            if held.lease.finished:  # handed over (or left) at SHARD_END: nothing to read
+                outcome = Outcome.ENDED
+                break
             found = self.lanes.of_key(key)
             if found is None:  # its stream was retired (or is not read here)
                 outcome = Outcome.STOPPED

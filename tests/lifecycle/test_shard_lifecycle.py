@@ -146,3 +146,28 @@ def test_a_change_the_diagram_does_not_allow_raises() -> None:
     consumer.state = State.DONE
     with pytest.raises(TransitionError, match="done -> processing"):
         consumer._enter(State.PROCESSING)
+
+
+async def test_a_finished_lease_held_by_a_worker_is_released_without_a_consumer() -> None:
+    """A lease handed over at SHARD_END (its owner reached the end while the hand-off
+    was pending) is not read again: the worker releases it at once instead of failing
+    on 'shard already read to its end' and retrying it for ever."""
+    from consumer.leases.coordinator import HeldLease
+
+    store = MemoryLeaseStore()
+    await store.ensure_table()
+    key = "shardId-000000000000"
+    await store.create_lease(key, frozenset(), Sentinel.TRIM_HORIZON)
+    lease = next(lease for lease in await store.list_leases() if lease.key == key)
+    taken = await store.take(lease, "w1")
+    finished = await store.checkpoint(taken, Sentinel.SHARD_END, None, None)
+    settings = load_settings(stream="s", lease_table="leases", worker_id="w1")
+    gate = Gate()
+    worker = Worker(settings, store, MemoryStream(1), lambda: gate)
+    worker.coordinator.held[key] = HeldLease(finished, worker.coordinator.clock())
+    await asyncio.wait_for(worker._own_shard(key), 5)
+    assert gate.calls == []
+    assert key not in worker.coordinator.held
+    after = next(lease for lease in await store.list_leases() if lease.key == key)
+    assert after.finished
+    assert after.owner is None
