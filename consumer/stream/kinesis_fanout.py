@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import aiohttp
 from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import error_code
@@ -31,7 +32,10 @@ from consumer.stream.kinesis import raise_stream_error, to_record
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient
 
-_FAILURES = (TimeoutError, ClientError, BotoCoreError, OSError)
+_FAILURES = (TimeoutError, ClientError, BotoCoreError, OSError, aiohttp.ClientError)
+"""aiohttp's own errors too: a connection dropped mid-stream surfaces as
+``ClientPayloadError`` from the event stream, which is a transient cut (the reader
+subscribes again after the last event), not a failure of the shard."""
 
 
 class KinesisFanOut:

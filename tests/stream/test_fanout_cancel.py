@@ -4,7 +4,8 @@ A reader is cancelled when its lease is lost; if that happens while SubscribeToS
 on the wire, the service may already hold the subscription. Left open, it refuses every
 other subscriber of the shard until it times out (kinesis-local held one past the 60 s
 of tests/landing/test_landing_processes.py's table-deletion test, 1 run in 4). The
-call is let finish and its event stream closed.
+call is let finish and its event stream closed. And a connection that drops
+mid-stream is a transient cut of the subscription, never a failure of the shard.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import pytest
 
 from consumer.sequence import Sentinel
 from consumer.stream import StartAt, TransientStreamError
-from consumer.stream.kinesis_fanout import KinesisFanOut
+from consumer.stream.kinesis_fanout import KinesisFanOut, KinesisSubscription
 
 
 class EventStream:
@@ -85,3 +87,27 @@ async def test_an_uncancelled_subscribe_still_returns_and_raises_as_before() -> 
         await KinesisFanOut(failing, "s").subscribe(  # type: ignore[arg-type]
             "arn:consumer", "shardId-000000000000", StartAt(Sentinel.TRIM_HORIZON)
         )
+
+
+class CutStream:
+    """An event stream whose connection drops after one event, as aiohttp reports it."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def __aiter__(self) -> Any:
+        yield {"SubscribeToShardEvent": {"Records": [], "ContinuationSequenceNumber": "7"}}
+        raise aiohttp.ClientPayloadError("Response payload is not completed")
+
+
+async def test_a_connection_cut_mid_stream_is_transient_not_a_shard_failure() -> None:
+    """aiohttp's ClientPayloadError from the event stream (seen in chaos runs as 'shard
+    failed; restarting it from its checkpoint') is a transient stream error: the
+    reader subscribes again after the last event instead of failing the shard."""
+    events = KinesisSubscription(CutStream()).events()
+    assert (await anext(events)).continuation == 7
+    with pytest.raises(TransientStreamError):
+        await anext(events)
