@@ -265,23 +265,34 @@ def plan_assignment(
 
     rng.shuffle(free)
     rng.shuffle(leaving)
-    give: list[tuple[Lease, str]] = []
+    # A lease placed by this plan stays movable where it was placed: the balancing
+    # moves see the loads the plan leads to, so a plan over its own result moves
+    # nothing. A lease moved twice goes straight to its last receiver.
+    give: dict[str, tuple[Lease, str]] = {}
+    handoffs: dict[str, tuple[Lease, str]] = {}
+
+    def place(lease: Lease, receiver: str, plan: dict[str, tuple[Lease, str]]) -> None:
+        plan[lease.key] = (lease, receiver)
+        load[receiver] += weight[lease.key]
+        movable.setdefault(receiver, []).append(lease)
+
     for lease in sorted(free, key=lambda lease: -weight[lease.key]):
-        receiver = lightest()
-        give.append((lease, receiver))
-        load[receiver] += weight[lease.key]
-    handoffs: list[tuple[Lease, str]] = []
+        place(lease, lightest(), give)
     for lease in sorted(leaving, key=lambda lease: -weight[lease.key]):
-        receiver = lightest()
-        handoffs.append((lease, receiver))
-        load[receiver] += weight[lease.key]
+        place(lease, lightest(), handoffs)
     while (move := _best_move(load, movable, weight, lightest(), rng)) is not None:
         giver, lease, receiver = move
         movable[giver].remove(lease)
-        handoffs.append((lease, receiver))
         load[giver] -= weight[lease.key]
-        load[receiver] += weight[lease.key]
-    return Assignment(give=tuple(give), handoffs=tuple(handoffs))
+        if lease.key in give:
+            place(lease, receiver, give)
+        elif receiver == lease.owner:  # back where it is: no hand-off
+            del handoffs[lease.key]
+            load[receiver] += weight[lease.key]
+            movable[receiver].append(lease)
+        else:
+            place(lease, receiver, handoffs)
+    return Assignment(give=tuple(give.values()), handoffs=tuple(handoffs.values()))
 
 
 def _best_move(
