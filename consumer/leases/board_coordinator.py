@@ -103,8 +103,7 @@ class BoardCoordinator(LeaseCoordinator):
         self._beat_lock = asyncio.Lock()
         self.waits: dict[str, asyncio.Task[None]] = {}
         self.acks: dict[str, asyncio.Task[None]] = {}
-        self.leader = Leader(self)
-        """The leader's duties, carried out while this worker leads."""
+        self.leader = Leader(self)  # the leader's duties, carried out while this worker leads
 
     # -- beats -----------------------------------------------------------------------
 
@@ -267,8 +266,11 @@ class BoardCoordinator(LeaseCoordinator):
         if self.leaving:
             await self._pass_on(lease)
             return
-        if not self.fresh():
-            return
+        if not self.fresh():  # a slow beat ended outside the window: beat, never drop it
+            with contextlib.suppress(LeaseLostError):
+                await self.beat()
+            if not self.fresh():
+                return
         started = self.clock()
         try:
             taken = await self.store.take(lease, self.worker_id)
@@ -319,8 +321,7 @@ class BoardCoordinator(LeaseCoordinator):
 
     async def give_up(self, key: str, why: str = "shutdown") -> str | None:
         """Hand over or release. A release tells the leader (its leases need a home); a
-        transfer tells the receiver, in case it stopped polling before the transfer
-        came (its next beat then reads its leases and takes this one)."""
+        transfer tells the receiver (it may have stopped polling before it came)."""
         to = await super().give_up(key, why)
         if to is None:
             await self._notify_leader()
@@ -342,9 +343,8 @@ class BoardCoordinator(LeaseCoordinator):
         await start_leaving(self)
 
     async def leave(self) -> None:
-        """After every lease is given up: take the slot off the board. Under the beat
-        lock, so a beat in flight cannot move the counter the removal is conditioned
-        on (the slot would stay, and lead the line, until fenced)."""
+        """After every lease is given up: take the slot off the board, under the beat
+        lock (a beat in flight would move the counter the removal is conditioned on)."""
         tasks = [*self.waits.values(), *self.acks.values()]
         for task in tasks:
             task.cancel()

@@ -1,0 +1,44 @@
+"""A lease given to a worker whose last beat ended outside its acting window.
+
+A beat slowed by throttling or a retried write can return after ``stale_after``: the
+worker is then not fresh, and it used to skip the leases delivered to it, counting
+them as read. Nobody else reads such a lease (it names a live worker) until the
+leader's next sweep finds it astray, up to a minute later. The worker now beats
+again and takes it.
+"""
+
+from __future__ import annotations
+
+from consumer.leases.board_coordinator import BoardCoordinator
+from consumer.leases.memory import MemoryLeaseStore
+from consumer.sequence import Sentinel
+
+KEY = "shardId-000000000000"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_lease_given_while_not_fresh_is_taken_after_a_new_beat() -> None:
+    store = MemoryLeaseStore()
+    clock = Clock()
+    worker = BoardCoordinator(store, "w1", 3.0, 1.0, clock=clock)
+    await worker.join()
+    await store.create_lease(KEY, frozenset(), Sentinel.TRIM_HORIZON)
+    lease = await store.get_lease(KEY)
+    assert lease is not None
+    given = await store.take(lease, "w1")  # as the leader gives it
+    clock.now += worker.stale_after + 0.5  # the last beat started too long ago
+    assert not worker.fresh()
+    await worker.take_given(given)
+    assert KEY in worker.held
+    assert worker.fresh()
+    taken = await store.get_lease(KEY)
+    assert taken is not None
+    assert taken.owner == "w1"
+    assert taken.counter > given.counter
