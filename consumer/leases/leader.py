@@ -123,12 +123,14 @@ class Leader:
         self._sweep_wanted = False
 
     def _astray(self, board: Board) -> list[str]:
-        """Live workers whose held count (from their last beat) differs from the leases
-        naming them in a fresh sweep: a delivery lost on the way, or a take refused."""
+        """Live workers whose held count (from their last beat) is below the leases
+        naming them in a fresh sweep: a delivery lost on the way, or a take refused. A
+        lease being handed over counts for its owner, which holds it until the
+        transfer (left out, it would hide a lease given to that owner and not taken)."""
         named = Counter(
             lease.owner
             for lease in self.view.values()
-            if lease.owner is not None and not lease.finished and lease.handoff_to is None
+            if lease.owner is not None and not lease.finished
         )
         return sorted(
             worker
