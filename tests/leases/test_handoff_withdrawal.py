@@ -62,8 +62,8 @@ async def test_the_owner_transfers_first_and_the_receiver_passes_it_on() -> None
     assert (lease.owner, lease.handoff_to) == (None, None)
 
 
-async def test_a_receiver_that_stays_still_gets_the_lease() -> None:
-    """Without a stop the hand-off is as before: the transfer goes through."""
+async def _acknowledged() -> tuple[MemoryLeaseStore, BoardCoordinator]:
+    """The giver holds the lease; a receiver that stays asked for it and acknowledged."""
     store = MemoryLeaseStore()
     giver = BoardCoordinator(store, "w-giver", 3.0, 1.0)
     await giver.join()
@@ -73,6 +73,12 @@ async def test_a_receiver_that_stays_still_gets_the_lease() -> None:
     assert await store.request_handoff(taken, "w-receiver")
     assert await store.acknowledge(KEY, "w-receiver")
     giver.notice_handoff(await _lease(store))
+    return store, giver
+
+
+async def test_a_receiver_that_stays_still_gets_the_lease() -> None:
+    """Without a stop the hand-off is as before: the transfer goes through."""
+    store, giver = await _acknowledged()
     assert await giver.give_up(KEY) == "w-receiver"
     assert (await _lease(store)).owner == "w-receiver"
 
@@ -82,15 +88,7 @@ async def test_a_lease_read_to_its_end_while_handed_over_is_released_not_transfe
     receiver's acknowledgement: the receiver would be handed a finished lease and fail
     on it ('shard already read to its end', seen in a chaos run's log), so it is
     released, and the receiver's wait ends because the lease no longer names it."""
-    store = MemoryLeaseStore()
-    giver = BoardCoordinator(store, "w-giver", 3.0, 1.0)
-    await giver.join()
-    await store.create_lease(KEY, frozenset(), Sentinel.TRIM_HORIZON)
-    taken = await store.take(await _lease(store), "w-giver")
-    giver.held[KEY] = HeldLease(taken, giver.clock())
-    assert await store.request_handoff(taken, "w-receiver")
-    assert await store.acknowledge(KEY, "w-receiver")
-    giver.notice_handoff(await _lease(store))
+    store, giver = await _acknowledged()
     await giver.checkpoint(KEY, Sentinel.SHARD_END)
     assert await giver.give_up(KEY, "shard_end") is None
     lease = await _lease(store)

@@ -17,24 +17,16 @@ from consumer.sequence import Sentinel
 KEY = "shardId-000000000000"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_a_lease_given_while_not_fresh_is_taken_after_a_new_beat() -> None:
     store = MemoryLeaseStore()
-    clock = Clock()
-    worker = BoardCoordinator(store, "w1", 3.0, 1.0, clock=clock)
+    now = [100.0]
+    worker = BoardCoordinator(store, "w1", 3.0, 1.0, clock=lambda: now[0])
     await worker.join()
     await store.create_lease(KEY, frozenset(), Sentinel.TRIM_HORIZON)
     lease = await store.get_lease(KEY)
     assert lease is not None
     given = await store.take(lease, "w1")  # as the leader gives it
-    clock.now += worker.stale_after + 0.5  # the last beat started too long ago
+    now[0] += worker.stale_after + 0.5  # the last beat started too long ago
     assert not worker.fresh()
     await worker.take_given(given)
     assert KEY in worker.held
