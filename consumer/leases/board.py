@@ -284,14 +284,10 @@ def plan_assignment(
         giver, lease, receiver = move
         movable[giver].remove(lease)
         load[giver] -= weight[lease.key]
-        if lease.key in give:
-            place(lease, receiver, give)
-        elif receiver == lease.owner:  # back where it is: no hand-off
+        plan = give if lease.key in give else handoffs
+        place(lease, receiver, plan)
+        if plan is handoffs and receiver == lease.owner:  # back where it is: no hand-off
             del handoffs[lease.key]
-            load[receiver] += weight[lease.key]
-            movable[receiver].append(lease)
-        else:
-            place(lease, receiver, handoffs)
     return Assignment(give=tuple(give.values()), handoffs=tuple(handoffs.values()))
 
 

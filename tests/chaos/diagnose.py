@@ -65,7 +65,7 @@ def lease_lines(items: Iterable[dict[str, Any]]) -> list[str]:
             continue
         try:
             lease = lease_from_item(item)
-        except (KeyError, ValueError) as exc:  # a board slot or a marker, not a lease
+        except (KeyError, ValueError) as exc:  # an item of another kind
             lines.append(f"{item['leaseKey']['S']}: not a lease ({exc!r})")
             continue
         parts = [

@@ -656,8 +656,7 @@ class Chaos:
             lines.extend(lease_lines(item for page in pages for item in page["Items"]))
         except Exception as exc:  # the diagnosis must not hide the finding
             lines.append(f"(could not read it: {exc!r})")
-        live = [*self.workers.values(), *self.misconfigured]
-        for worker in [*live, *self.retired]:
+        for worker in [*self.workers.values(), *self.misconfigured, *self.retired]:
             state = "alive" if worker.alive() else f"exited {worker.proc.returncode}"
             lines.append(f"log of {worker.name} ({state}):")
             lines.extend(f"  {line}" for line in log_tail(worker.log_path))

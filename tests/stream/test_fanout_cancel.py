@@ -89,14 +89,8 @@ async def test_an_uncancelled_subscribe_still_returns_and_raises_as_before() -> 
         )
 
 
-class CutStream:
+class CutStream(EventStream):
     """An event stream whose connection drops after one event, as aiohttp reports it."""
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
 
     async def __aiter__(self) -> Any:
         yield {"SubscribeToShardEvent": {"Records": [], "ContinuationSequenceNumber": "7"}}
