@@ -91,7 +91,8 @@ class HealthServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT)
+            async with asyncio.timeout(_READ_TIMEOUT):
+                request = await reader.readuntil(b"\r\n\r\n")
             parts = request.split(b"\r\n", 1)[0].decode("latin-1").split()
             if len(parts) != 3:
                 return

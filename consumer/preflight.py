@@ -173,7 +173,8 @@ async def _check_probe(target: Target, probe: Probe) -> None:
 
 async def _bounded(call: Awaitable[T], where: str) -> T:
     try:
-        return await asyncio.wait_for(call, CHECK_SECONDS)
+        async with asyncio.timeout(CHECK_SECONDS):
+            return await call
     except TimeoutError:
         raise PreflightError(f"no answer from {where} within {CHECK_SECONDS:.0f} s") from None
 

@@ -21,7 +21,6 @@ result lists every user record's position, which the demo uses to check the arch
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import random
 import sys
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 
+from consumer.aio import wait_event
 from consumer.archive.envelope import format_ts
 from consumer.aws import backoff, error_code
 from consumer.stream.kpl import KPL_DEFAULT_MAX_BYTES, aggregate_chunks
@@ -297,8 +297,7 @@ class Producer:
                 next_tick += _TICK
                 delay = next_tick - time.monotonic()
                 if delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), delay)
+                    await wait_event(self._stop, delay)
                 else:
                     next_tick = time.monotonic()  # behind: do not try to catch up in a burst
         self.result.seconds = time.monotonic() - started

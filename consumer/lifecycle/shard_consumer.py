@@ -146,6 +146,10 @@ class ShardProgress:
     records_read: int = 0
     """Records handed to the processor since the shard was taken (for its load)."""
     bytes_read: int = 0
+    stop_asked: float | None = None
+    """Monotonic time the worker asked the shard to stop for a hand-off (None: not)."""
+    stop_overdue: bool = False
+    """Whether the shard was reported as not stopping for its hand-off."""
 
     def delivered(self, pending: int, now: float) -> None:
         """Records were handed to the processor; ``pending`` now wait."""
@@ -309,8 +313,7 @@ class ShardConsumer:
                 if self.stopping.is_set():
                     break
         finally:
-            fetcher.cancel()
-            await asyncio.gather(fetcher, return_exceptions=True)
+            await _stop_fetcher(fetcher, pages)
         self._enter(State.STOPPING)
         await self.coordinator.ensure_valid(self.key)
         await self.processor.shutdown_requested(self.checkpointer)
@@ -359,6 +362,29 @@ class ShardConsumer:
                 self._log.exception("processor failed in lease_lost")
             self._enter(State.DONE)
         return Outcome.LOST
+
+
+async def _stop_fetcher(
+    fetcher: asyncio.Task[None], pages: asyncio.Queue[Batch | BaseException | None]
+) -> None:
+    """Cancel the page fetcher and wait until it ends. A page it queues meanwhile is
+    dropped, and the cancellation sent again, so the wait cannot hang: a fetcher that
+    lost its cancellation (see :mod:`consumer.aio`) would otherwise block for ever on
+    the full queue, and the shard would hold its lease unread, with no error."""
+    try:
+        while not fetcher.done():
+            fetcher.cancel()
+            with contextlib.suppress(asyncio.QueueEmpty):
+                pages.get_nowait()
+            await asyncio.wait({fetcher}, timeout=STOP_POLL_SECONDS)
+    except asyncio.CancelledError:
+        fetcher.cancel()
+        raise
+    await asyncio.gather(fetcher, return_exceptions=True)  # done: only collects it
+
+
+STOP_POLL_SECONDS = 0.05
+"""How often a stopping shard sends its fetcher the cancellation again."""
 
 
 def _uncancel() -> None:

@@ -49,6 +49,7 @@ from typing import cast
 
 import structlog
 
+from consumer.aio import wait_event
 from consumer.aws import backoff
 from consumer.config import Settings
 from consumer.errors import LanderError, RefusedError, is_retriable, summary
@@ -468,6 +469,7 @@ class Worker:
             if progress is None:
                 continue
             self._measure_load(key, progress, now)
+            self._check_stop(key, progress, now)
             age = progress.age(now)
             labels = self.metrics.shard(key)
             self.metrics.checkpoint_age.labels(*labels).set(round(age, 3))
@@ -534,8 +536,7 @@ class Worker:
                 delay = min(delay, SYNC_AGAIN_SECONDS * random.uniform(0.5, 1.5))
             if failures:
                 delay = min(delay, backoff(failures, base=0.5, cap=10.0) + 0.1)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sync_now.wait(), timeout=delay)
+            await wait_event(self._sync_now, delay)
 
     async def _sync_lanes(self, leases: list[Lease]) -> bool:
         """Sync every lane's leases with its shards; True if any lane failed (the others
@@ -643,6 +644,26 @@ class Worker:
         if consumer is not None:
             self._log.info("handing lease off", shard_id=key)
             consumer.request_stop()
+        progress = self.progress.get(key)
+        if progress is not None and progress.stop_asked is None:
+            progress.stop_asked = self.coordinator.clock()
+
+    def _check_stop(self, key: str, progress: ShardProgress, now: float) -> None:
+        """A shard asked to stop for a hand-off stops after its batch in hand; one that
+        has not after the failover time is reported once, loudly: its receiver waits,
+        and the shard is not read meanwhile."""
+        asked = progress.stop_asked
+        if asked is None or progress.stop_overdue:
+            return
+        if now - asked > self.settings.failover_seconds:
+            progress.stop_overdue = True
+            consumer = self.consumers.get(key)
+            self._log.error(
+                "shard did not stop for its hand-off",
+                shard_id=key,
+                seconds=round(now - asked, 1),
+                state=None if consumer is None else consumer.state.value,
+            )
 
     async def _own_shard(self, key: str) -> None:
         """Run the shard's consumer; restart it from the checkpoint if the processor fails."""
@@ -742,7 +763,8 @@ class Worker:
         """Why the probe fails, or None when it passes."""
         assert self.probe is not None
         try:
-            await asyncio.wait_for(self.probe(), PROBE_TIMEOUT)
+            async with asyncio.timeout(PROBE_TIMEOUT):
+                await self.probe()
         except Exception as exc:
             return summary(exc)
         return None

@@ -10,7 +10,6 @@ tell "subsequence 0 of an aggregate" from "a plain record".
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.aio import wait_event
 from consumer.aws import backoff
 from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import (
@@ -185,9 +185,9 @@ def resume_at(last: Position | None, start: StartAt) -> StartAt:
 
 
 async def nap(stopping: asyncio.Event, seconds: float) -> None:
-    """Sleep, but wake at once when ``stopping`` is set."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stopping.wait(), timeout=seconds)
+    """Sleep, but wake at once when ``stopping`` is set (a cancellation that comes with
+    the stop is kept: :func:`consumer.aio.wait_event`)."""
+    await wait_event(stopping, seconds)
 
 
 def start_at(checkpoint: Checkpoint, timestamp: datetime | None) -> StartAt:

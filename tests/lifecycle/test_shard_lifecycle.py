@@ -171,3 +171,114 @@ async def test_a_finished_lease_held_by_a_worker_is_released_without_a_consumer(
     after = next(lease for lease in await store.list_leases() if lease.key == key)
     assert after.finished
     assert after.owner is None
+
+
+async def _nap_that_drops_a_cancel(stopping: asyncio.Event, seconds: float) -> None:
+    """Python 3.11's ``wait_for`` on every version: a cancellation that comes in the
+    same step as the stop is dropped and the nap returns."""
+    try:
+        async with asyncio.timeout(seconds):
+            await stopping.wait()
+    except TimeoutError:
+        pass
+    except asyncio.CancelledError:
+        if not stopping.is_set():
+            raise
+
+
+class StopsFromInside(Gate):
+    """Asks its consumer to stop from inside the first batch (as a hand-off noticed at a
+    checkpoint does), once the fetcher has queued the next page and naps."""
+
+    def __init__(self, napping: asyncio.Event) -> None:
+        super().__init__()
+        self.napping = napping
+        self.consumer: ShardConsumer | None = None
+
+    async def process_records(self, batch: ProcessRecordsInput) -> None:
+        self.calls.append("process_records")
+        if batch.records and self.consumer is not None and not self.consumer.stopping.is_set():
+            await self.napping.wait()
+            self.consumer.request_stop()  # and return at once: no step in between
+
+
+@pytest.mark.parametrize("lossy", [False, True], ids=["nap", "nap-that-drops-a-cancel"])
+async def test_a_stop_asked_while_the_next_page_waits_ends_the_shard(
+    monkeypatch: pytest.MonkeyPatch, lossy: bool
+) -> None:
+    """The stop comes while the fetcher naps with the next page queued: the consumer
+    stops at once. It used to hang until the worker exited, holding the lease unread
+    with no error (the nap dropped the fetcher's cancellation, which then waited for
+    ever to queue its last page); a fetcher that loses its cancellation some other way
+    must not hang it either."""
+    import consumer.stream.reader as reader_module
+
+    real = reader_module.nap
+    napping = asyncio.Event()
+
+    async def nap(stopping: asyncio.Event, seconds: float) -> None:
+        napping.set()
+        await (_nap_that_drops_a_cancel if lossy else real)(stopping, seconds)
+
+    monkeypatch.setattr(reader_module, "nap", nap)
+    from consumer.leases.coordinator import LeaseCoordinator
+
+    stream = MemoryStream(1)
+    stream.put(b"{}", "k")
+    stream.put(b"{}", "k")
+    store = MemoryLeaseStore()
+    await store.ensure_table()
+    key = "shardId-000000000000"
+    await store.create_lease(key, frozenset(), Sentinel.TRIM_HORIZON)
+    coordinator = LeaseCoordinator(store, "w1", failover=10, renew_interval=3)
+    await coordinator.lease_pass()
+    processor = StopsFromInside(napping)
+    # A full first page (two records) is read straight on; the empty second page waits
+    # in the queue while the fetcher naps for the idle time.
+    consumer = ShardConsumer(key, coordinator, stream, processor, limit=2, idle_seconds=60)
+    processor.consumer = consumer
+    async with asyncio.timeout(10):
+        outcome = await consumer.run()
+    assert outcome.value == "stopped"
+    assert processor.calls[-1] == "shutdown_requested"
+    assert consumer.state is State.DONE
+
+
+async def test_a_shard_that_does_not_stop_for_its_hand_off_is_reported_once() -> None:
+    """Asked to stop for a hand-off, a shard whose batch never finishes is reported as
+    an error after the failover time, once: its receiver waits, and nobody reads it."""
+    import structlog
+
+    stream = MemoryStream(1)
+    stream.put(b"{}", "k")
+    store = MemoryLeaseStore()
+    gate = Gate()
+    settings = load_settings(
+        stream="s",
+        lease_table="leases",
+        worker_id="w1",
+        coordination="scan",
+        failover_seconds=0.6,
+        lease_scan_seconds=0.1,
+    )
+    worker = Worker(settings, store, stream, lambda: gate)
+    key = "shardId-000000000000"
+    with structlog.testing.capture_logs() as logs:
+        task = asyncio.create_task(worker.run())
+        await _until(gate.holding.is_set)
+        worker._hand_off(key)
+
+        def overdue() -> list[dict[str, object]]:
+            return [e for e in logs if e["event"] == "shard did not stop for its hand-off"]
+
+        await _until(lambda: bool(overdue()))
+        await asyncio.sleep(0.5)  # a few more progress reports: still one error
+        assert len(overdue()) == 1
+        assert overdue()[0]["log_level"] == "error"
+        assert overdue()[0]["state"] == "processing"
+        gate.release.set()
+        await _until(lambda: key not in worker.shard_tasks)
+        worker.request_stop()
+        async with asyncio.timeout(10):
+            await task
+    assert gate.calls[-1] == "shutdown_requested"
