@@ -4,7 +4,8 @@ decided in one place whichever way it arrives."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 import pytest
 
@@ -268,7 +269,7 @@ async def test_a_shard_that_does_not_stop_for_its_hand_off_is_reported_once() ->
         await _until(gate.holding.is_set)
         worker._hand_off(key)
 
-        def overdue() -> list[dict[str, object]]:
+        def overdue() -> list[MutableMapping[str, Any]]:
             return [e for e in logs if e["event"] == "shard did not stop for its hand-off"]
 
         await _until(lambda: bool(overdue()))
