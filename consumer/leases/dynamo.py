@@ -4,10 +4,9 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
 
     leaseKey (S, hash key)  leaseOwner (S)  leaseCounter (N)
     checkpoint (S)  checkpointSubSequenceNumber (N)  ownerSwitchesSinceCheckpoint (N)
-    parentShardId (SS)  handoffTo (S, the lander's graceful-steal request)
+    parentShardId (SS)  handoffTo (S)  handoffAck (S)   (a hand-off asked, acknowledged)
     streamName (S)  shardId (S)   (multi-stream leases, keyed account:stream:epoch:shard;
                                    their parentShardId holds shard ids, as in KCL)
-    handoffAck (S, the receiver is ready: board coordination)
     lastUpdateMs (N)  millisBehindLatest (N)   (informational, for `lander status`)
     throughputKBps (N, KCL 3.x's name)  recordsPerSecond (N)
                                                (the shard's load, with checkpoints)
@@ -152,13 +151,15 @@ class DynamoLeaseStore(DynamoBoard):
 
     @aws_errors
     async def take(self, lease: Lease, owner: str) -> Lease:
-        """Become the owner if counter and owner are as observed."""
-        switches = " ADD ownerSwitchesSinceCheckpoint :one" if lease.owner != owner else ""
+        """Become the owner if counter and owner are as observed. A new owner drops any
+        hand-off request; the owner named keeps one (asked between a give and its take).
+        A stray checkpointOwner (a KCL 3.x hand-off left half-done) is void either way."""
+        same = lease.owner == owner
+        switches = "" if same else " ADD ownerSwitchesSinceCheckpoint :one"
+        removes = "checkpointOwner" if same else "handoffTo, handoffAck, checkpointOwner"
         return await self._update(
             lease,
-            # checkpointOwner: a KCL 3.x graceful hand-off left half-done, now void.
-            "SET leaseOwner = :me, leaseCounter = :next "
-            "REMOVE handoffTo, handoffAck, checkpointOwner" + switches,
+            "SET leaseOwner = :me, leaseCounter = :next REMOVE " + removes + switches,
             {":me": {"S": owner}},
             owned=lease.owner is not None,
         )

@@ -60,6 +60,8 @@ class Leader:
         self._passing = asyncio.Lock()
         self._retired = False
         """Set by :meth:`before_leaving`: no pass gives anything after it."""
+        self.asked: dict[str, float] = {}
+        """When this leader asked each hand-off still pending in its view."""
 
     async def lead_pass(self) -> None:
         """The leader's duties, if this worker leads and is inside its acting window."""
@@ -103,6 +105,7 @@ class Leader:
             await self._reread(worker)
         self._refresh = {n for n, slot in board.slots.items() if slot.leaving} - {w.worker_id}
         astray = self._astray(board) if due else []
+        await self._check_asked(now)
         await self.take_back(board)
         await self._assign(board)
         if due:
@@ -253,10 +256,24 @@ class Leader:
             await self._reread_lease(lease.key)
             return False
         self.view[lease.key] = lease.evolve(handoff_to=to, handoff_ack=None)
+        self.asked[lease.key] = w.clock()
         if w.metrics is not None:
             w.metrics.leases_stolen.inc()
         self._log.info("lease hand-off requested", shard_id=lease.key, owner=lease.owner, to=to)
         return True
+
+    async def _check_asked(self, now: float) -> None:
+        """Read again a lease whose hand-off this leader asked and its view still shows
+        pending after the receiver's wait (twice the failover time): the plan counts a
+        pending move as made, so a request that vanished unseen (refused, withdrawn,
+        dropped) would hold the balance until the next sweep."""
+        for key, at in sorted(self.asked.items()):
+            lease = self.view.get(key)
+            if lease is None or lease.handoff_to is None:
+                del self.asked[key]
+            elif now - at >= 2 * self.worker.failover:
+                del self.asked[key]
+                await self._reread_lease(key)
 
     async def take_back(self, board: Board) -> None:
         """Release leases this worker gave that their receivers never took, if the

@@ -85,15 +85,17 @@ class MemoryLeaseStore:
         return True
 
     async def take(self, lease: Lease, owner: str) -> Lease:
-        """Become the owner if the lease is as observed."""
+        """Become the owner if the lease is as observed. A hand-off request stands
+        when the taker is the owner the lease already names (see the DynamoDB store)."""
         table = self._fenced(lease)
+        current = table[lease.key]
         switched = 1 if lease.owner != owner else 0
-        taken = table[lease.key].evolve(
+        taken = current.evolve(
             owner=owner,
             counter=lease.counter + 1,
-            owner_switches=table[lease.key].owner_switches + switched,
-            handoff_to=None,
-            handoff_ack=None,
+            owner_switches=current.owner_switches + switched,
+            handoff_to=None if switched else current.handoff_to,
+            handoff_ack=None if switched else current.handoff_ack,
             updated_ms=wall_ms(),
         )
         table[lease.key] = taken

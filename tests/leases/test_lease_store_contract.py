@@ -127,6 +127,26 @@ async def test_handoff_request_transfer_and_take(table: Table) -> None:
     assert taken.owner == "w2"
 
 
+async def test_a_request_asked_before_the_named_owner_takes_the_lease_stands(
+    table: Table,
+) -> None:
+    """The leader gives a lease (names its owner) and, before that worker takes it,
+    asks a hand-off: the take keeps the request and its acknowledgement (dropped, the
+    leader would count a move that never comes). A take by a new owner drops them."""
+    store = table.store
+    await store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    given = await store.take(await _one(store, "s-1"), "w1")  # the leader gives it to w1
+    assert await store.request_handoff(given, "w2")
+    assert await store.acknowledge("s-1", "w2")
+    taken = await store.take(given, "w1")  # w1 takes what it was given, read before
+    assert (taken.owner, taken.handoff_to, taken.handoff_ack) == ("w1", "w2", "w2")
+    assert taken.owner_switches == given.owner_switches
+    assert await _one(store, "s-1") == taken
+    moved = await store.take(taken, "w3")  # a new owner: the request is void
+    assert (moved.owner, moved.handoff_to, moved.handoff_ack) == ("w3", None, None)
+    assert (await _one(store, "s-1")).handoff_to is None
+
+
 async def test_a_request_stands_on_a_busy_owner_but_not_on_a_new_one(table: Table) -> None:
     """A hand-off request asked from a read the owner's checkpoints have since passed
     is written (a busy shard checkpoints several times a second, and a request that
