@@ -6,11 +6,22 @@ napping on its stop event is exactly that case (the stop is set, then its task i
 cancelled): the reader ran on, its last page could not be queued, and the shard never
 stopped, silently, until the worker exited. ``asyncio.timeout`` does not drop it, so
 every deadline in this package uses it (ruff bans ``asyncio.wait_for``).
+
+:func:`stop_task` stops a task that feeds a bounded queue without trusting that the
+cancellation arrives: what it queues meanwhile is dropped, and the cancellation is sent
+again after a grace for its clean-up.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+STOP_POLL_SECONDS = 0.05
+"""How often :func:`stop_task` drops what its task queued."""
+CANCEL_AGAIN_SECONDS = 5.0
+"""How long :func:`stop_task` lets a cancelled task clean up (close a connection, say)
+before it sends the cancellation again, in case the first was lost."""
 
 
 async def wait_event(event: asyncio.Event, seconds: float) -> bool:
@@ -22,3 +33,32 @@ async def wait_event(event: asyncio.Event, seconds: float) -> bool:
     except TimeoutError:
         return event.is_set()
     return True
+
+
+async def stop_task(
+    task: asyncio.Task[Any],
+    queue: asyncio.Queue[Any] | None = None,
+    *,
+    again: float = CANCEL_AGAIN_SECONDS,
+) -> None:
+    """Cancel ``task`` and wait until it ends, dropping what it puts into ``queue``
+    meanwhile, and cancelling it again every ``again`` seconds: a producer that lost
+    its cancellation would otherwise block for ever on a full queue nobody reads any
+    more, and the wait with it. A cancellation of the caller cancels ``task`` too and
+    propagates."""
+    polls = max(1, round(again / STOP_POLL_SECONDS))
+    try:
+        task.cancel()
+        waited = 0
+        while not task.done():
+            if queue is not None:
+                while not queue.empty():
+                    queue.get_nowait()
+            await asyncio.wait({task}, timeout=STOP_POLL_SECONDS)
+            waited += 1
+            if waited % polls == 0:
+                task.cancel()
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    await asyncio.gather(task, return_exceptions=True)  # done: only collects it

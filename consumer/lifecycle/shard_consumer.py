@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.aio import stop_task
 from consumer.errors import LanderError, summary
 from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.model import LeaseLostError
@@ -313,7 +314,11 @@ class ShardConsumer:
                 if self.stopping.is_set():
                     break
         finally:
-            await _stop_fetcher(fetcher, pages)
+            # The reader ends at its next look even if a cancellation is lost below
+            # (consumer.aio), and a last page it queues is dropped: the stop never
+            # hangs on a fetcher blocked on the full queue.
+            self.stopping.set()
+            await stop_task(fetcher, pages)
         self._enter(State.STOPPING)
         await self.coordinator.ensure_valid(self.key)
         await self.processor.shutdown_requested(self.checkpointer)
@@ -362,29 +367,6 @@ class ShardConsumer:
                 self._log.exception("processor failed in lease_lost")
             self._enter(State.DONE)
         return Outcome.LOST
-
-
-async def _stop_fetcher(
-    fetcher: asyncio.Task[None], pages: asyncio.Queue[Batch | BaseException | None]
-) -> None:
-    """Cancel the page fetcher and wait until it ends. A page it queues meanwhile is
-    dropped, and the cancellation sent again, so the wait cannot hang: a fetcher that
-    lost its cancellation (see :mod:`consumer.aio`) would otherwise block for ever on
-    the full queue, and the shard would hold its lease unread, with no error."""
-    try:
-        while not fetcher.done():
-            fetcher.cancel()
-            with contextlib.suppress(asyncio.QueueEmpty):
-                pages.get_nowait()
-            await asyncio.wait({fetcher}, timeout=STOP_POLL_SECONDS)
-    except asyncio.CancelledError:
-        fetcher.cancel()
-        raise
-    await asyncio.gather(fetcher, return_exceptions=True)  # done: only collects it
-
-
-STOP_POLL_SECONDS = 0.05
-"""How often a stopping shard sends its fetcher the cancellation again."""
 
 
 def _uncancel() -> None:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.aio import stop_task
 from consumer.aws import backoff
 from consumer.sequence import Checkpoint, Position
 from consumer.stream import StartAt, StreamClient, StreamError, StreamNotFoundError
@@ -177,8 +178,7 @@ class SubscriptionReader:
                     raise
                 failed = exc
             finally:  # closed before any backoff: no connection outlives its use
-                pump.cancel()
-                await asyncio.gather(pump, return_exceptions=True)
+                await stop_task(pump, queue)  # never hangs on a full queue
                 await subscription.close()
             if failed is not None:
                 failures += 1
