@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from consumer.config import load_settings
+from consumer.leases.coordinator import LeaseCoordinator
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.lifecycle.processor import (
     Checkpointer,
@@ -81,12 +82,8 @@ async def _until(predicate: Callable[[], bool], timeout: float = 10) -> None:
             await asyncio.sleep(0.01)
 
 
-async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> None:
-    """Mid-batch, another worker takes the lease: the worker's renewal notices and
-    cancels the task; the consumer turns that into LEASE_LOST, the processor hears
-    lease_lost once and nothing after, and the worker forgets the lease. (Scan
-    coordination: board workers renew nothing, and nobody takes a lease from a board
-    worker before fencing its slot, which ends its leases with it.)"""
+def _gated_worker(failover: float) -> tuple[Worker, MemoryLeaseStore, Gate]:
+    """A scan worker over one shard with one record, its processor a :class:`Gate`."""
     stream = MemoryStream(1)
     stream.put(b"{}", "k")
     store = MemoryLeaseStore()
@@ -96,10 +93,19 @@ async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> 
         lease_table="leases",
         worker_id="w1",
         coordination="scan",
-        failover_seconds=1.5,
+        failover_seconds=failover,
         lease_scan_seconds=0.1,
     )
-    worker = Worker(settings, store, stream, lambda: gate)
+    return Worker(settings, store, stream, lambda: gate), store, gate
+
+
+async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> None:
+    """Mid-batch, another worker takes the lease: the worker's renewal notices and
+    cancels the task; the consumer turns that into LEASE_LOST, the processor hears
+    lease_lost once and nothing after, and the worker forgets the lease. (Scan
+    coordination: board workers renew nothing, and nobody takes a lease from a board
+    worker before fencing its slot, which ends its leases with it.)"""
+    worker, store, gate = _gated_worker(failover=1.5)
     task = asyncio.create_task(worker.run())
     await _until(gate.holding.is_set)
     key = "shardId-000000000000"
@@ -115,19 +121,24 @@ async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> 
     await asyncio.wait_for(task, 10)
 
 
-async def test_a_cancellation_without_a_lost_lease_is_not_a_lease_loss() -> None:
-    """Cancelled while the lease is still held (a shutdown past its time limit), the
-    consumer does not pretend the lease was lost: the cancellation propagates."""
-    from consumer.leases.coordinator import LeaseCoordinator
-
+async def _held_shard(records: int) -> tuple[MemoryStream, LeaseCoordinator, str]:
+    """One shard with ``records`` records, its lease held by a scan coordinator."""
     stream = MemoryStream(1)
-    stream.put(b"{}", "k")
+    for _ in range(records):
+        stream.put(b"{}", "k")
     store = MemoryLeaseStore()
     await store.ensure_table()
     key = "shardId-000000000000"
     await store.create_lease(key, frozenset(), Sentinel.TRIM_HORIZON)
     coordinator = LeaseCoordinator(store, "w1", failover=10, renew_interval=3)
     await coordinator.lease_pass()
+    return stream, coordinator, key
+
+
+async def test_a_cancellation_without_a_lost_lease_is_not_a_lease_loss() -> None:
+    """Cancelled while the lease is still held (a shutdown past its time limit), the
+    consumer does not pretend the lease was lost: the cancellation propagates."""
+    stream, coordinator, key = await _held_shard(records=1)
     assert key in coordinator.held
     gate = Gate()
     consumer = ShardConsumer(key, coordinator, stream, gate)
@@ -222,17 +233,7 @@ async def test_a_stop_asked_while_the_next_page_waits_ends_the_shard(
         await (_nap_that_drops_a_cancel if lossy else real)(stopping, seconds)
 
     monkeypatch.setattr(reader_module, "nap", nap)
-    from consumer.leases.coordinator import LeaseCoordinator
-
-    stream = MemoryStream(1)
-    stream.put(b"{}", "k")
-    stream.put(b"{}", "k")
-    store = MemoryLeaseStore()
-    await store.ensure_table()
-    key = "shardId-000000000000"
-    await store.create_lease(key, frozenset(), Sentinel.TRIM_HORIZON)
-    coordinator = LeaseCoordinator(store, "w1", failover=10, renew_interval=3)
-    await coordinator.lease_pass()
+    stream, coordinator, key = await _held_shard(records=2)
     processor = StopsFromInside(napping)
     # A full first page (two records) is read straight on; the empty second page waits
     # in the queue while the fetcher naps for the idle time.
@@ -250,19 +251,7 @@ async def test_a_shard_that_does_not_stop_for_its_hand_off_is_reported_once() ->
     an error after the failover time, once: its receiver waits, and nobody reads it."""
     import structlog
 
-    stream = MemoryStream(1)
-    stream.put(b"{}", "k")
-    store = MemoryLeaseStore()
-    gate = Gate()
-    settings = load_settings(
-        stream="s",
-        lease_table="leases",
-        worker_id="w1",
-        coordination="scan",
-        failover_seconds=0.6,
-        lease_scan_seconds=0.1,
-    )
-    worker = Worker(settings, store, stream, lambda: gate)
+    worker, _, gate = _gated_worker(failover=0.6)
     key = "shardId-000000000000"
     with structlog.testing.capture_logs() as logs:
         task = asyncio.create_task(worker.run())
@@ -277,9 +266,9 @@ async def test_a_shard_that_does_not_stop_for_its_hand_off_is_reported_once() ->
         assert len(overdue()) == 1
         assert overdue()[0]["log_level"] == "error"
         assert overdue()[0]["state"] == "processing"
-        gate.release.set()
-        await _until(lambda: key not in worker.shard_tasks)
+        gate.release.set()  # the batch ends: the shard stops (scan: released, and this
+        # worker, the only one, may take it again at its next pass)
+        await _until(lambda: "shutdown_requested" in gate.calls)
         worker.request_stop()
         async with asyncio.timeout(10):
             await task
-    assert gate.calls[-1] == "shutdown_requested"
