@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from consumer.leases.board import line
+from consumer.leases.leader import batched
 from consumer.leases.model import LeaseLostError
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ async def start_leaving(w: BoardCoordinator) -> None:
     """Flag the worker's slot as leaving and ask for the hand-off of every held lease
     at once, each to the live worker holding fewest (the leader would do the same at
     its next pass; this saves that wait), and wake the receivers. Each shard stops
-    when its receiver acknowledges."""
+    when its receiver acknowledges. The requests go out together (a worker holding
+    fifty leases asked one after another would start its last hand-off seconds late)."""
     w.leaving = w.stopping = True
     if w.slot is None:
         return
@@ -98,17 +100,27 @@ async def start_leaving(w: BoardCoordinator) -> None:
         for worker in order
         if worker != w.worker_id and not w.board.slots[worker].leaving
     }
-    deliveries: dict[str, list[str]] = {}
+    planned: list[tuple[str, str]] = []
     for key, held in sorted(w.held.items()):
         if not load or held.lost or held.lease.handoff_to is not None:
             continue
         to = min(sorted(load), key=lambda worker: load[worker])
-        if await w.store.request_handoff(held.lease, to):
-            load[to] += 1
+        load[to] += 1
+        planned.append((key, to))
+    asked = await batched([w.store.request_handoff(w.held[k].lease, to) for k, to in planned])
+    deliveries: dict[str, list[str]] = {}
+    for (key, to), granted in zip(planned, asked, strict=True):
+        if granted:  # refused: someone else's request stands, or the lease moved on
             deliveries.setdefault(to, []).append(key)
             w.acks[key] = asyncio.create_task(await_ack(w, key))
     for to, keys in deliveries.items():
         await w.deliver(to, keys)
+    log.info(
+        "leaving: hand-offs asked",
+        worker_id=w.worker_id,
+        receivers={to: len(keys) for to, keys in sorted(deliveries.items())},
+        held=len(w.held),
+    )
 
 
 async def release_unheld(w: BoardCoordinator) -> None:

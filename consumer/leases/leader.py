@@ -200,12 +200,12 @@ class Leader:
             rng=w.rng,
         )
         deliveries: dict[str, list[str]] = {}
-        gives = await _batched([self._give(lease, to) for lease, to in plan.give])
+        gives = await batched([self._give(lease, to) for lease, to in plan.give])
         for (_, to), given in zip(plan.give, gives, strict=True):
             if given is not None and to != w.worker_id:
                 deliveries.setdefault(to, []).append(given.key)
         owners: set[str] = set()
-        asks = await _batched([self._ask(lease, to) for lease, to in plan.handoffs])
+        asks = await batched([self._ask(lease, to) for lease, to in plan.handoffs])
         for (lease, to), asked in zip(plan.handoffs, asks, strict=True):
             if asked:
                 deliveries.setdefault(to, []).append(lease.key)
@@ -340,7 +340,7 @@ CONCURRENT_WRITES = 32
 T = TypeVar("T")
 
 
-async def _batched(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
+async def batched(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
     """Await the calls, at most :data:`CONCURRENT_WRITES` at a time, in order."""
     results: list[T] = []
     for start in range(0, len(calls), CONCURRENT_WRITES):
