@@ -60,7 +60,7 @@ from consumer.leases.identity import WorkerClaim
 from consumer.leases.keys import StreamId, split_key
 from consumer.leases.mixed import choose_coordination, refuse_other_mode
 from consumer.leases.model import Lease, ShardLoad, ShardReport
-from consumer.leases.store import CoordinatedStore, LeaseStore
+from consumer.leases.store import CoordinatedStore, LeaseStore, TableMissingError
 from consumer.leases.wake import Alarm
 from consumer.lifecycle.lanes import Lane, Lanes, StreamWatch
 from consumer.lifecycle.processor import Probe, ProcessorFactory
@@ -87,6 +87,8 @@ or two polls' worth of records."""
 SYNC_AGAIN_SECONDS = 5.0
 """After a shard sync that left missing leases to another worker, the next sync comes
 this soon (jittered), not a full sync interval later."""
+PREPARE_ATTEMPTS = 3
+"""Start-ups tried when the lease table goes while a worker starts."""
 
 
 class StreamGoneError(RefusedError):
@@ -275,19 +277,33 @@ class Worker:
         finally:
             self._running = False
 
+    async def _prepare(self) -> None:
+        """The table, the coordination mode, the worker id's claim. A table deleted
+        while this runs (a worker starting as the table goes) is created again and the
+        steps run again, a few times, instead of ending the worker with a traceback."""
+        for attempt in range(1, PREPARE_ATTEMPTS + 1):
+            try:
+                await self.store.ensure_table()
+                # One coordination mode per table (consumer.leases.mixed).
+                table = cast(CoordinatedStore, self.store)
+                name, failover = self.settings.lease_table, self.settings.failover_seconds
+                if self.settings.coordination == "auto":
+                    mode = await choose_coordination(table, name, failover)
+                    if mode != self.coordination:
+                        self._configure(mode)
+                else:
+                    await refuse_other_mode(self.settings.coordination, table, name, failover)
+                if self.claim is not None:
+                    await self.claim.acquire()
+            except TableMissingError:
+                if attempt == PREPARE_ATTEMPTS:
+                    raise
+                self._log.warning("lease table gone during start-up; creating it again")
+            else:
+                return
+
     async def _run(self) -> None:
-        await self.store.ensure_table()
-        # One coordination mode per table (consumer.leases.mixed).
-        table = cast(CoordinatedStore, self.store)
-        name, failover = self.settings.lease_table, self.settings.failover_seconds
-        if self.settings.coordination == "auto":
-            mode = await choose_coordination(table, name, failover)
-            if mode != self.coordination:
-                self._configure(mode)
-        else:
-            await refuse_other_mode(self.settings.coordination, table, name, failover)
-        if self.claim is not None:
-            await self.claim.acquire()
+        await self._prepare()
         self._log.info(
             "worker started",
             streams=sorted(lane.name for lane in self.lanes),

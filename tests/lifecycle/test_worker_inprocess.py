@@ -437,3 +437,37 @@ async def test_a_shards_load_is_measured_over_several_polls_from_what_its_lease_
     load = worker.coordinator.loads[key]
     assert load.records_per_second == pytest.approx(100 + 0.3 * (8 - 100))
     assert load.kb_per_second == pytest.approx(50 + 0.3 * (4 - 50))
+
+
+class TableGoesAtStart(MemoryLeaseStore):
+    """A table deleted right after the starting worker created it (the process test's
+    race: the lease table deleted while a second worker was still starting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drops = 1
+
+    async def ensure_table(self) -> None:
+        await super().ensure_table()
+        if self.drops:
+            self.drops -= 1
+            self.drop_table()
+
+
+@pytest.mark.parametrize("coordination", ["scan", "board", "auto"])
+async def test_a_table_deleted_while_the_worker_starts_is_created_again(
+    coordination: str,
+) -> None:
+    """The worker's start-up (mode check, id claim) finds the table gone: it creates it
+    again and starts, instead of ending with TableMissingError."""
+    stream = MemoryStream(2)
+    for i in range(10):
+        stream.put(f"{i}".encode(), f"key-{i}")
+    store, journal = TableGoesAtStart(), Journal()
+    worker = _worker(stream, store, journal, "w1", coordination)
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(journal.delivered) == 10)
+    assert store.drops == 0
+    worker.request_stop()
+    async with asyncio.timeout(10):
+        await task
