@@ -67,7 +67,7 @@ def test_balance_steal_and_graceful_leave(make_cluster: Callable[..., Cluster]) 
 
     The failover time is 6 s here, not 3: a graceful hand-off is a dozen lease-table
     writes and reads in a row, ~0.1 s each on the emulator beside four workers and a
-    producer on two cores, so it took 1.6-2.8 s on a quiet machine and over 3 s on CI,
+    producer on two cores, so it took 1.5-3.1 s on a quiet machine and over 3 s on CI,
     where 3 s would fail a hand-off that is working as designed."""
     cluster = make_cluster(
         6,
