@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.aio import wait_event
+
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
 
@@ -82,14 +84,9 @@ class Alarm:
         """Sleep ``seconds``, or until rung, but at least :data:`MIN_GAP`. A ring during
         the pass before the sleep ends it too, so no wake-up is lost."""
         started = self._clock()
-        if not self._event.is_set():
-            # Not wait_for: on Python 3.11 it loses a cancellation that comes as the
-            # event is set (a wake-up during shutdown), and the beat loop never ends.
-            waiter = asyncio.ensure_future(self._event.wait())
-            try:
-                await asyncio.wait({waiter}, timeout=seconds)
-            finally:
-                waiter.cancel()
+        # A cancellation that comes with a ring (a wake-up during shutdown) is kept, or
+        # the beat loop would never end (consumer.aio).
+        await wait_event(self._event, seconds)
         self._event.clear()
         rest = min(MIN_GAP, seconds) - (self._clock() - started)
         if rest > 0:

@@ -281,12 +281,12 @@ class Worker:
         """The table, the coordination mode, the worker id's claim. A table deleted
         while this runs (a worker starting as the table goes) is created again and the
         steps run again, a few times, instead of ending the worker with a traceback."""
+        # One coordination mode per table (consumer.leases.mixed).
+        table = cast(CoordinatedStore, self.store)
+        name, failover = self.settings.lease_table, self.settings.failover_seconds
         for attempt in range(1, PREPARE_ATTEMPTS + 1):
             try:
                 await self.store.ensure_table()
-                # One coordination mode per table (consumer.leases.mixed).
-                table = cast(CoordinatedStore, self.store)
-                name, failover = self.settings.lease_table, self.settings.failover_seconds
                 if self.settings.coordination == "auto":
                     mode = await choose_coordination(table, name, failover)
                     if mode != self.coordination:

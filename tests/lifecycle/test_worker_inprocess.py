@@ -92,6 +92,14 @@ def _worker(
     return Worker(settings, store, stream, factory)
 
 
+def _keyed_stream(shards: int, records: int) -> MemoryStream:
+    """A stream of ``records`` records ``0``, ``1``, ... under keys ``key-0``, ..."""
+    stream = MemoryStream(shards)
+    for i in range(records):
+        stream.put(f"{i}".encode(), f"key-{i}")
+    return stream
+
+
 async def _until(predicate: Callable[[], bool], timeout: float = 15) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
@@ -120,9 +128,7 @@ async def test_processor_failure_restarts_the_shard_from_its_checkpoint(coordina
 @MODES
 async def test_shutdown_checkpoints_and_releases_every_lease(coordination: str) -> None:
     """A graceful stop calls shutdown_requested, checkpoints, and leaves no owner."""
-    stream = MemoryStream(3)
-    for i in range(30):
-        stream.put(f"{i}".encode(), f"key-{i}")
+    stream = _keyed_stream(3, 30)
     store, journal = MemoryLeaseStore(), Journal()
     worker = _worker(stream, store, journal, "w1", coordination)
     task = asyncio.create_task(worker.run())
@@ -460,9 +466,7 @@ async def test_a_table_deleted_while_the_worker_starts_is_created_again(
 ) -> None:
     """The worker's start-up (mode check, id claim) finds the table gone: it creates it
     again and starts, instead of ending with TableMissingError."""
-    stream = MemoryStream(2)
-    for i in range(10):
-        stream.put(f"{i}".encode(), f"key-{i}")
+    stream = _keyed_stream(2, 10)
     store, journal = TableGoesAtStart(), Journal()
     worker = _worker(stream, store, journal, "w1", coordination)
     task = asyncio.create_task(worker.run())
