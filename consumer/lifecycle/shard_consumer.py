@@ -370,7 +370,8 @@ class ShardConsumer:
 
 
 def _uncancel() -> None:
-    """Take back the cancellation this task received: it has been handled."""
+    """Take back every cancellation this task received (the worker sends one per
+    notice of the loss): they have been handled."""
     task = asyncio.current_task()
-    if task is not None:
+    while task is not None and task.cancelling():
         task.uncancel()

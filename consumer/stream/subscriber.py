@@ -178,8 +178,11 @@ class SubscriptionReader:
                     raise
                 failed = exc
             finally:  # closed before any backoff: no connection outlives its use
+                # Closed first, shielded: a second cancellation while the pump stops
+                # (a lost lease is cancelled once per notice) must not skip the close,
+                # or the service refuses the shard's next owner for five minutes.
+                await asyncio.shield(subscription.close())
                 await stop_task(pump, queue)  # never hangs on a full queue
-                await subscription.close()
             if failed is not None:
                 failures += 1
                 await self._back_off(failed, failures)

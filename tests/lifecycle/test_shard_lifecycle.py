@@ -19,6 +19,7 @@ from consumer.lifecycle.processor import (
 )
 from consumer.lifecycle.shard_consumer import (
     TRANSITIONS,
+    Outcome,
     ShardConsumer,
     State,
     TransitionError,
@@ -149,6 +150,33 @@ async def test_a_cancellation_without_a_lost_lease_is_not_a_lease_loss() -> None
         await run
     assert "lease_lost" not in gate.calls
     assert consumer.state is State.PROCESSING
+
+
+async def test_a_lost_lease_cancelled_twice_is_one_clean_loss() -> None:
+    """The worker cancels a lost shard once per notice (its board slot, then a
+    renewal): the consumer ends as lost, and takes back every cancellation it handled,
+    so the task carries none into what it awaits afterwards."""
+    stream, coordinator, key = await _held_shard(records=1)
+    gate = Gate()
+    consumer = ShardConsumer(key, coordinator, stream, gate)
+    left: list[int] = []
+
+    async def run() -> Outcome:
+        outcome = await consumer.run()
+        task = asyncio.current_task()
+        assert task is not None
+        left.append(task.cancelling())
+        return outcome
+
+    task = asyncio.create_task(run())
+    await _until(gate.holding.is_set)
+    coordinator._mark_lost(key, "taken")
+    task.cancel()
+    await asyncio.sleep(0)
+    task.cancel()
+    assert await task is Outcome.LOST
+    assert left == [0]
+    assert gate.calls == ["initialize", "lease_lost"]
 
 
 def test_a_change_the_diagram_does_not_allow_raises() -> None:

@@ -213,6 +213,31 @@ async def test_stopping_and_closing_drop_the_subscription_at_once() -> None:
     assert live.closed
 
 
+async def test_a_fetch_cancelled_twice_still_drops_the_subscription() -> None:
+    """The worker cancels a lost shard's task once per notice (its board slot lost,
+    then a renewal refused): a second cancellation during the reader's clean-up must
+    not skip the close, or the service refuses the new owner for five minutes."""
+    backend = _fast()
+    reader = await _reader(backend)
+    await backend.put(b"r0")
+    got = asyncio.Event()
+
+    async def fetch() -> None:  # as the shard consumer's fetcher reads
+        async with contextlib.aclosing(reader.batches()) as batches:
+            async for _ in batches:
+                got.set()
+
+    task = asyncio.create_task(fetch())
+    async with asyncio.timeout(1):
+        await got.wait()
+    live = next(iter(backend.memory_fanout._live.values()))
+    for _ in range(3):
+        task.cancel()
+        await asyncio.sleep(0)  # the clean-up runs up to its next wait
+    await asyncio.gather(task, return_exceptions=True)
+    assert live.closed
+
+
 async def test_a_slow_processor_holds_the_stream_back() -> None:
     """The pump stops reading once QUEUE_EVENTS events wait: the service is held back,
     events do not pile up."""
