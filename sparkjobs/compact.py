@@ -114,6 +114,7 @@ def compact(
     )
     run_dir = join(ref.data_root, manifest.run_id)
     manifest.reader = reader_for(spark, plan)
+    by_path = manifest.reader == objectreader.WHOLE and objectreader.enable_by_path(spark)
     spark_plan = SparkPlan(
         spark,
         job,
@@ -123,6 +124,7 @@ def compact(
         run_dir,
         index_files,
         whole_objects=manifest.reader == objectreader.WHOLE,
+        listed=plan.read if by_path else None,
     )
 
     mark = time.monotonic()

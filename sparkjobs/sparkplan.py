@@ -27,6 +27,7 @@ second shuffle sizes files: an hour gets as many files as the window has partiti
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -37,8 +38,9 @@ from sparkjobs.fallback import SavedLine
 from sparkjobs.job import CompactJob
 from sparkjobs.lines import parse
 from sparkjobs.manifest import BadFile
-from sparkjobs.objectreader import FUNCTION
+from sparkjobs.objectreader import FUNCTION, listed_objects
 from sparkjobs.plan import hour_label_of
+from sparkjobs.publish import InputFile
 from sparkjobs.schema import COMPACTED, CORRUPT, field_ids
 from sparkjobs.sparkkeys import BAD_LINE, BY_EVENT, BY_SEQUENCE, dedupe_key, index_rows
 
@@ -56,6 +58,7 @@ def _read_lines(
     tolerant: bool,
     payload_format: str,
     whole_objects: bool = False,
+    listed: DataFrame | None = None,
 ) -> DataFrame:
     """Landed lines of the objects in ``good``, plus the lines saved from truncated ones.
 
@@ -65,7 +68,8 @@ def _read_lines(
     every object and only the lines of those in ``good`` are kept (the text reader skips
     what it cannot decode; the object reader decodes only ``good``). ``whole_objects``: read
     by :mod:`sparkjobs.objectreader` (each object whole, split in the JVM) instead of
-    Spark's text reader; the same rows.
+    Spark's text reader; the same rows. ``listed``: those objects' lines as
+    :func:`sparkjobs.objectreader.listed_objects` reads them (by path, no folder listed).
     """
     path = sf.col("_metadata.file_path")
     reader = (
@@ -79,7 +83,9 @@ def _read_lines(
     # Each object's hour comes from its key, parsed here once per object by the
     # archive's layout, and joins its lines (rel is unique: no row is duplicated).
     labels = sf.broadcast(_labels(spark, good))
-    if whole_objects:
+    if listed is not None:
+        lines = listed.select(sf.col("line").cast("string").alias("value"), *listed.columns[1:])
+    elif whole_objects:
         # Joined before the lines are made: an object outside ``good`` is never decoded.
         objects = reader.format("binaryFile").load(folders).select("content", rel, landed)
         split = objects.join(labels, "rel").select(
@@ -338,6 +344,7 @@ class SparkPlan:
         index_files: list[str] | None = None,
         *,
         whole_objects: bool = False,
+        listed: Mapping[str, InputFile] | None = None,
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
@@ -345,12 +352,16 @@ class SparkPlan:
         """The Parquet files of the horizon hours read through their index."""
         self.whole_objects = whole_objects
         """Read objects whole (:mod:`sparkjobs.objectreader`), not with the text reader."""
+        self.listed = listed
         self._lines: DataFrame | None = None
 
     def run(self, good: list[str], saved: list[SavedLine], *, tolerant: bool) -> dict[str, Any]:
         """Compact ``good`` objects and ``saved`` lines; the counts by cause and hour."""
         if not good and not saved:
             return {}
+        by_path = None  # the first read: the objects of the listing, by path
+        if self.listed is not None and not tolerant:
+            by_path = listed_objects(self.spark, self.job.source, [self.listed[r] for r in good])
         lines = _read_lines(
             self.spark,
             self.folders,
@@ -359,6 +370,7 @@ class SparkPlan:
             tolerant=tolerant,
             payload_format=self.job.payload_format,
             whole_objects=self.whole_objects,
+            listed=by_path,
         )
         before = Observation("malformed")
         after = Observation("causes")

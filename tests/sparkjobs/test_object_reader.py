@@ -15,6 +15,7 @@ import json
 import struct
 import zipfile
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from sparkjobs.plan import WindowPlan
+    from sparkjobs.publish import InputFile
 
 FNAME, FCOMMENT, FEXTRA, FHCRC = 8, 16, 4, 2
 
@@ -186,6 +188,72 @@ def test_both_readers_publish_the_same_archive(
     assert _published(tmp_path / "whole") == _published(tmp_path / "text")
 
 
+def test_by_path_reads_what_the_listing_names_and_nothing_else(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The by-path function reads an object at its listed size; an object that is gone,
+    or not that size any more, fails the read with its path."""
+    assert objectreader.enable_by_path(spark), "the test session has no by-path reader"
+    body = member(b"a\nb\r\nc", flags=FNAME) + member(b"\nd\n")
+    (tmp_path / "o.jsonl.gz").write_bytes(body)
+    uri = (tmp_path / "o.jsonl.gz").as_uri()
+
+    def lines(path: str, size: int) -> list[bytes]:
+        query = f"SELECT {objectreader.BY_PATH}('{path}', {size}L) AS lines"
+        return [bytes(line) for line in spark.sql(query).collect()[0]["lines"]]
+
+    assert lines(uri, len(body)) == [b"a", b"b", b"c", b"d"]
+    for size, why in ((len(body) - 1, "longer than"), (len(body) + 1, "shorter than")):
+        with pytest.raises(Exception, match=f"o.jsonl.gz: {why} the {size} bytes listed"):
+            lines(uri, size)
+    with pytest.raises(Exception, match=r"gone\.jsonl\.gz"):
+        lines((tmp_path / "gone.jsonl.gz").as_uri(), 10)
+
+
+def test_a_clean_archive_is_read_by_path_with_the_same_rows(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sound day is read from the run's listing, by path, and publishes what reading
+    the listed folders publishes; an object that changed since the listing fails the
+    fast path, and the checked read that follows publishes the same rows again."""
+    archive = tmp_path / "archive"
+    generate(archive, "small", seed=7, damaged=False)
+    calls: list[int] = []
+    real = objectreader.listed_objects
+
+    def spy(spark: SparkSession, source: str, files: list[InputFile]) -> Any:
+        calls.append(len(files))
+        return real(spark, source, files)
+
+    monkeypatch.setattr("sparkjobs.sparkplan.listed_objects", spy)
+    by_path = _compact(monkeypatch, archive, tmp_path / "by-path")
+    assert len(calls) == 1
+    assert calls[0] > 100
+    assert by_path["bad_files"] == []
+
+    def resized(spark: SparkSession, source: str, files: list[InputFile]) -> Any:
+        calls.append(len(files))  # as if the first object were rewritten since
+        first = replace(files[0], size=files[0].size + 1)
+        return real(spark, source, [first, *files[1:]])
+
+    monkeypatch.setattr("sparkjobs.sparkplan.listed_objects", resized)
+    checked = _compact(monkeypatch, archive, tmp_path / "checked")
+    assert len(calls) == 2  # once, then the checked read lists the folders
+    assert "check_s" in checked["timings"]
+    assert "check_s" not in by_path["timings"]
+    monkeypatch.setattr(objectreader, "enable_by_path", lambda _spark: False)
+    folders = _compact(monkeypatch, archive, tmp_path / "folders")
+    assert len(calls) == 2
+    assert by_path["reader"] == folders["reader"] == objectreader.WHOLE
+    for other in (checked, folders):
+        assert by_path["totals"] == other["totals"]
+        assert by_path["hours"] == other["hours"]
+    assert by_path["totals"]["output_rows"] > 1000
+    expected = _published(tmp_path / "folders")
+    assert _published(tmp_path / "by-path") == expected
+    assert _published(tmp_path / "checked") == expected
+
+
 def test_a_bad_reader_jar_setting_is_one_line_at_start(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,6 +284,7 @@ def test_the_jar_is_built_once_into_the_cache(
     assert jar.name.startswith("object-reader-")
     with zipfile.ZipFile(jar) as built:
         assert "kinesislander/spark/LandedObjectLines.class" in built.namelist()
+        assert "kinesislander/spark/LandedObjectLines$FromPath.class" in built.namelist()
     made = jar.stat().st_mtime_ns
     assert objectreader.reader_jar(cache_dir()) == jar
     assert jar.stat().st_mtime_ns == made
