@@ -564,7 +564,10 @@ class Worker:
                 lane.listed = await lane.syncer.sync(leases)
                 lane.incomplete = lane.syncer.incomplete
                 lane.missing = 0
-                if self.board is not None and lane.syncer.changed:
+                # Board: the leader syncs against its view. A creation refused means
+                # another worker (the leader before it) wrote leases the view lacks:
+                # sweep now, or they wait for the sweep interval, neither given nor read.
+                if self.board is not None and (lane.syncer.changed or lane.incomplete):
                     self.board.want_sweep()
             except StreamNotFoundError as exc:
                 failed = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 
 import pytest
@@ -22,7 +22,7 @@ from consumer.lifecycle.processor import (
 from consumer.lifecycle.shard_consumer import ShardProgress
 from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
-from consumer.sequence import Position, Sentinel
+from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import RecordsPage, ThrottledError
 from consumer.stream.memory import MemoryStream
 
@@ -472,6 +472,31 @@ async def test_a_table_deleted_while_the_worker_starts_is_created_again(
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(journal.delivered) == 10)
     assert store.drops == 0
+    worker.request_stop()
+    async with asyncio.timeout(10):
+        await task
+
+
+class CreatedByAnother(MemoryLeaseStore):
+    """Every lease is created by another worker just before this one tries, so each of
+    its creations is refused: the race of a new leader with the worker that led before
+    it, both rebuilding a deleted table."""
+
+    async def create_lease(self, key: str, parents: Set[str], checkpoint: Checkpoint) -> bool:
+        await super().create_lease(key, parents, checkpoint)
+        return False
+
+
+async def test_board_leases_another_worker_created_are_given_without_waiting_a_sweep() -> None:
+    """The leader's creations are refused because the leases exist: its view is behind
+    the table, so it sweeps again at once and gives them, instead of retrying against
+    that view until the sweep interval (a minute) runs out."""
+    stream = _keyed_stream(2, 10)
+    store, journal = CreatedByAnother(), Journal()
+    worker = _worker(stream, store, journal, "w1", "board")
+    assert worker.settings.lease_sweep_seconds >= 60
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(journal.delivered) == 10, timeout=10)
     worker.request_stop()
     async with asyncio.timeout(10):
         await task
