@@ -176,10 +176,11 @@ def listed_objects(spark: SparkSession, source: str, files: Sequence[InputFile])
 
     The list is one literal, split in the JVM (as :func:`sparkjobs.sparkplan._labels`
     does, so no Python worker starts), then spread round-robin over :func:`read_tasks`
-    tasks, sorted by size first so that each gets a like share of the bytes.
+    tasks. (Spark deals the rows out in its own hash order, not the literal's, so each
+    task gets a like share of objects and, on average, of bytes.)
     """
     partitions = read_tasks(files, spark.sparkContext.defaultParallelism)
-    ordered = sorted(files, key=lambda f: (-f.size, f.rel))
+    ordered = sorted(files, key=lambda f: f.rel)
     text = "\n".join(
         f"{join(source, f.rel)}\t{f.size}\t{f.rel}\t{f.modified_ms}\t{hour_label_of(f.rel)}"
         for f in ordered
