@@ -35,7 +35,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -170,32 +170,47 @@ def read_tasks(files: Sequence[InputFile], parallelism: int) -> int:
     return max(1, parallelism, math.ceil(len(files) / TASK_OBJECTS), by_bytes)
 
 
+def literal_rows(
+    spark: SparkSession, rows: Iterable[Sequence[str]], names: Sequence[str]
+) -> DataFrame:
+    """``rows`` as a DataFrame of string columns ``names``, built in the JVM from one
+    literal (split on newlines, then tabs).
+
+    ``createDataFrame`` of a Python list would start a Python worker to unpickle it,
+    about 1.7 CPU-s on a clean run that needs Python for nothing else. The values hold
+    no tab or newline (archive keys and labels are digits, letters and ``=-./:``).
+    """
+    text = "\n".join("\t".join(row) for row in rows)
+    fields = sf.split(sf.col("entry"), "\t")
+    return (
+        spark.range(1)
+        .select(sf.explode(sf.split(sf.lit(text), "\n")).alias("entry"))
+        .select(*(fields[i].alias(name) for i, name in enumerate(names)))
+    )
+
+
 def listed_objects(spark: SparkSession, source: str, files: Sequence[InputFile]) -> DataFrame:
     """``line`` (binary), ``rel``, ``landed_ts`` and ``label`` (its hour) of every line
     of ``files`` (listed under ``source``), read by :data:`BY_PATH`.
 
-    The list is one literal, split in the JVM (as :func:`sparkjobs.sparkplan._labels`
-    does, so no Python worker starts), then spread round-robin over :func:`read_tasks`
-    tasks. (Spark deals the rows out in its own hash order, not the literal's, so each
-    task gets a like share of objects and, on average, of bytes.)
+    The list is one literal (:func:`literal_rows`), spread round-robin over
+    :func:`read_tasks` tasks. (Spark deals the rows out in its own hash order, not the
+    literal's, so each task gets a like share of objects and, on average, of bytes.)
     """
     partitions = read_tasks(files, spark.sparkContext.defaultParallelism)
-    ordered = sorted(files, key=lambda f: f.rel)
-    text = "\n".join(
-        f"{join(source, f.rel)}\t{f.size}\t{f.rel}\t{f.modified_ms}\t{hour_label_of(f.rel)}"
-        for f in ordered
+    rows = (
+        (join(source, f.rel), str(f.size), f.rel, str(f.modified_ms), hour_label_of(f.rel))
+        for f in sorted(files, key=lambda f: f.rel)
     )
-    fields = sf.split(sf.col("entry"), "\t")
     listed = (
-        spark.range(1)
-        .select(sf.explode(sf.split(sf.lit(text), "\n")).alias("entry"))
+        literal_rows(spark, rows, ("uri", "size", "rel", "modified_ms", "label"))
         .repartition(partitions)
         .select(
-            fields[0].alias("uri"),
-            fields[1].cast("long").alias("size"),
-            fields[2].alias("rel"),
-            sf.timestamp_millis(fields[3].cast("long")).alias("landed_ts"),
-            fields[4].alias("label"),
+            "uri",
+            sf.col("size").cast("long").alias("size"),
+            "rel",
+            sf.timestamp_millis(sf.col("modified_ms").cast("long")).alias("landed_ts"),
+            "label",
         )
     )
     return listed.select(

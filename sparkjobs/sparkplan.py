@@ -38,7 +38,7 @@ from sparkjobs.fallback import SavedLine
 from sparkjobs.job import CompactJob
 from sparkjobs.lines import parse
 from sparkjobs.manifest import BadFile
-from sparkjobs.objectreader import FUNCTION, listed_objects
+from sparkjobs.objectreader import FUNCTION, listed_objects, literal_rows
 from sparkjobs.plan import hour_label_of
 from sparkjobs.publish import InputFile
 from sparkjobs.schema import COMPACTED, CORRUPT, field_ids
@@ -82,13 +82,12 @@ def _read_lines(
     landed = sf.col("_metadata.file_modification_time").alias("landed_ts")
     # Each object's hour comes from its key, parsed here once per object by the
     # archive's layout, and joins its lines (rel is unique: no row is duplicated).
-    labels = sf.broadcast(_labels(spark, good))
     if listed is not None:
         lines = listed.select(sf.col("line").cast("string").alias("value"), *listed.columns[1:])
     elif whole_objects:
         # Joined before the lines are made: an object outside ``good`` is never decoded.
         objects = reader.format("binaryFile").load(folders).select("content", rel, landed)
-        split = objects.join(labels, "rel").select(
+        split = objects.join(sf.broadcast(_labels(spark, good)), "rel").select(
             sf.explode(sf.call_function(FUNCTION, "content")).alias("line"),
             "rel",
             "landed_ts",
@@ -96,7 +95,8 @@ def _read_lines(
         )
         lines = split.select(sf.col("line").cast("string").alias("value"), *split.columns[1:])
     else:
-        lines = reader.text(folders).select("value", rel, landed).join(labels, "rel")
+        lines = reader.text(folders).select("value", rel, landed)
+        lines = lines.join(sf.broadcast(_labels(spark, good)), "rel")
     if recovered:
         saved = spark.createDataFrame(
             [(value, rel, when) for rel, value, when in recovered],
@@ -108,19 +108,8 @@ def _read_lines(
 
 
 def _labels(spark: SparkSession, rels: list[str]) -> DataFrame:
-    """``rel``, ``label`` (its hour) of each object, built in the JVM from one literal.
-
-    ``createDataFrame`` of a Python list would start a Python worker to unpickle it,
-    about 1.7 CPU-s on a clean run that needs Python for nothing else. Keys hold no tab
-    or newline (the layout's names are digits, letters and ``=-./``).
-    """
-    text = "\n".join(f"{rel}\t{hour_label_of(rel)}" for rel in rels)
-    pairs = sf.split(sf.col("line"), "\t")
-    return (
-        spark.range(1)
-        .select(sf.explode(sf.split(sf.lit(text), "\n")).alias("line"))
-        .select(pairs[0].alias("rel"), pairs[1].alias("label"))
-    )
+    """``rel``, ``label`` (its hour) of each object, built in the JVM (no Python worker)."""
+    return literal_rows(spark, ((rel, hour_label_of(rel)) for rel in rels), ("rel", "label"))
 
 
 def _problem(stream: str) -> Column:
