@@ -125,6 +125,7 @@ def compact(
         index_files,
         whole_objects=manifest.reader == objectreader.WHOLE,
         listed=plan.read if by_path else None,
+        fast_header=objectreader.enable_header(spark),
     )
 
     mark = time.monotonic()

@@ -19,6 +19,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from consumer.archive.envelope import DATA_MARKER
+from sparkjobs.objectreader import HEADER as FAST
 from sparkjobs.schema import CORRUPT, LANDED
 
 HEADER = StructType([f for f in LANDED.fields if f.name != "data"])
@@ -29,9 +30,10 @@ SPACED = r'^(.*?),\s*"data"\s*:\s*(.*?)\s*\}\s*$'
 and the payload without the blanks around it."""
 
 _OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+_FAST = "_fast_header"
 
 
-def parse(lines: DataFrame, payload_format: str) -> DataFrame:
+def parse(lines: DataFrame, payload_format: str, *, fast_header: bool = False) -> DataFrame:
     """``lines`` (a ``value`` column and others) with ``value`` replaced by the header
     fields, ``data`` and ``data_problem``.
 
@@ -39,8 +41,14 @@ def parse(lines: DataFrame, payload_format: str) -> DataFrame:
     marker or no final ``}`` (``no data field at the end``), an empty payload, or, in
     raw format, a payload that is not a JSON string. A line without the marker is parsed
     whole, so text that is not JSON at all still reads as ``not a JSON object``.
+
+    ``fast_header`` (the reader jar's :data:`~sparkjobs.objectreader.HEADER` is
+    registered): a line in exactly the form the lander writes is split by that function
+    instead, without a JSON parser; every other line as above. Both give the same
+    columns for such a line (tests/sparkjobs/test_line_header.py).
     """
     value = sf.col("value")
+    others = [c for c in lines.columns if c != "value"]
     # Bytes, not characters: Spark's string substring and length walk every character
     # of the line (a third of a warm run's CPU when they were used here); the header
     # ends at the first marker, found by a byte search, and the payload is a byte slice.
@@ -58,6 +66,22 @@ def parse(lines: DataFrame, payload_format: str) -> DataFrame:
         spaced, sf.concat(sf.regexp_extract(value, SPACED, 1), sf.lit("}"))
     )
     found = exact | spaced
+    header = sf.from_json(sf.coalesce(head, value), HEADER, _OPTIONS)
+    if fast_header:
+        # A step of its own, so the function runs once per line, however often it is used.
+        lines = lines.select(
+            *others, value, sf.call_function(FAST, value.cast(BinaryType())).alias(_FAST)
+        )
+        quick = sf.col(_FAST)
+        known = quick.isNotNull()
+        fields = [
+            (sf.lit(None).cast(StringType()) if f.name == CORRUPT else quick[f.name]).alias(f.name)
+            for f in HEADER.fields
+        ]
+        # CASE evaluates one branch: from_json only runs for the lines the function refused.
+        header = sf.when(known, sf.struct(*fields)).otherwise(header)
+        payload = sf.when(known, quick["payload"].cast(StringType())).otherwise(payload)
+        found = known | found
     if payload_format == "raw":
         size = sf.octet_length(payload)
         quoted = payload.startswith('"') & payload.endswith('"') & (size >= 2)
@@ -67,11 +91,10 @@ def parse(lines: DataFrame, payload_format: str) -> DataFrame:
         data = payload
         bad = sf.when(sf.octet_length(payload) == 0, sf.lit("empty data"))
     problem = sf.when(~found, sf.lit("no data field at the end")).otherwise(bad)
-    others = [c for c in lines.columns if c != "value"]
     # Two steps, so the header is parsed once however many of its fields are used.
     split = lines.select(
         *others,
-        sf.from_json(sf.coalesce(head, value), HEADER, _OPTIONS).alias("_header"),
+        header.alias("_header"),
         data.alias("data"),
         problem.alias("data_problem"),
     )

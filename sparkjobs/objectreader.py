@@ -42,7 +42,15 @@ from typing import TYPE_CHECKING
 import pyspark
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as sf
-from pyspark.sql.types import ArrayType, BinaryType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from sparkjobs.io import join
 from sparkjobs.plan import hour_label_of
@@ -57,6 +65,22 @@ FUNCTION = "lander_object_lines"
 BY_PATH_CLASS = f"{CLASS}$FromPath"
 BY_PATH = "lander_listed_object_lines"
 """(URI, listed size) -> the object's lines, read by the function itself."""
+HEADER_CLASS = f"{CLASS}$Header"
+HEADER = "lander_line_header"
+"""A line (bytes) -> its header fields and payload (:data:`HEADER_TYPE`) if the line is
+in exactly the lander's form, else null (:func:`sparkjobs.lines.parse`)."""
+HEADER_TYPE = StructType(
+    [
+        StructField("stream", StringType()),
+        StructField("shard_id", StringType()),
+        StructField("sequence_number", StringType()),
+        StructField("subsequence_number", LongType()),
+        StructField("partition_key", StringType()),
+        StructField("arrival_ts", StringType()),
+        StructField("event_id", StringType()),
+        StructField("payload", BinaryType()),
+    ]
+)
 SOURCE = Path(__file__).with_name("jvm") / "LandedObjectLines.java"
 ENV = "LANDER_SPARK_READER_JAR"
 WHOLE, TEXT = "objects", "text"
@@ -154,9 +178,19 @@ def enable_by_path(spark: SparkSession) -> bool:
     return _register(spark, BY_PATH, BY_PATH_CLASS)
 
 
-def _register(spark: SparkSession, name: str, java_class: str) -> bool:
+def enable_header(spark: SparkSession) -> bool:
+    """Register :data:`HEADER` if its class can be loaded; whether it is."""
+    return _register(spark, HEADER, HEADER_CLASS, HEADER_TYPE)
+
+
+def _register(
+    spark: SparkSession,
+    name: str,
+    java_class: str,
+    returns: DataType = ArrayType(BinaryType()),  # noqa: B008 - immutable
+) -> bool:
     try:
-        spark.udf.registerJavaFunction(name, java_class, ArrayType(BinaryType()))
+        spark.udf.registerJavaFunction(name, java_class, returns)
     except AnalysisException:
         return False
     return True

@@ -59,6 +59,7 @@ def _read_lines(
     payload_format: str,
     whole_objects: bool = False,
     listed: DataFrame | None = None,
+    fast_header: bool = False,
 ) -> DataFrame:
     """Landed lines of the objects in ``good``, plus the lines saved from truncated ones.
 
@@ -70,6 +71,7 @@ def _read_lines(
     by :mod:`sparkjobs.objectreader` (each object whole, split in the JVM) instead of
     Spark's text reader; the same rows. ``listed``: those objects' lines as
     :func:`sparkjobs.objectreader.listed_objects` reads them (by path, no folder listed).
+    ``fast_header``: see :func:`sparkjobs.lines.parse`.
     """
     path = sf.col("_metadata.file_path")
     reader = (
@@ -104,7 +106,7 @@ def _read_lines(
         )
         labels = _labels(spark, sorted({rel for rel, _, _ in recovered}))
         lines = lines.unionByName(saved.join(sf.broadcast(labels), "rel"))
-    return parse(lines, payload_format)
+    return parse(lines, payload_format, fast_header=fast_header)
 
 
 def _labels(spark: SparkSession, rels: list[str]) -> DataFrame:
@@ -334,6 +336,7 @@ class SparkPlan:
         *,
         whole_objects: bool = False,
         listed: Mapping[str, InputFile] | None = None,
+        fast_header: bool = False,
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
@@ -342,6 +345,8 @@ class SparkPlan:
         self.whole_objects = whole_objects
         """Read objects whole (:mod:`sparkjobs.objectreader`), not with the text reader."""
         self.listed = listed
+        self.fast_header = fast_header
+        """Lines in the lander's exact form split by the jar (:func:`sparkjobs.lines.parse`)."""
         self._lines: DataFrame | None = None
 
     def run(self, good: list[str], saved: list[SavedLine], *, tolerant: bool) -> dict[str, Any]:
@@ -360,6 +365,7 @@ class SparkPlan:
             payload_format=self.job.payload_format,
             whole_objects=self.whole_objects,
             listed=by_path,
+            fast_header=self.fast_header,
         )
         before = Observation("malformed")
         after = Observation("causes")

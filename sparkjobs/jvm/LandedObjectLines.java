@@ -21,6 +21,7 @@ package kinesislander.spark;
 
 import java.io.EOFException;
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -33,6 +34,8 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.deploy.SparkHadoopUtil;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.sql.api.java.UDF2;
 
@@ -118,6 +121,154 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
         }
       }
       return found;
+    }
+  }
+
+  /**
+   * A line's header fields and payload, for a line in exactly the form the lander writes
+   * (consumer/landing/envelope.py), without a JSON parser: Spark's from_json builds a
+   * Jackson parser per line, the largest single cost of the compaction's parse. Any other
+   * line gives null, and the job parses it with from_json (sparkjobs/lines.py), so this
+   * only has to agree with from_json on the form it accepts:
+   *
+   * <pre>{"stream":S,"shard_id":S,"sequence_number":S,"subsequence_number":N,
+   * "partition_key":S,"arrival_ts":S[,"event_id":S or null],"data":PAYLOAD}</pre>
+   *
+   * on one line, keys in that order, no blanks; S a JSON string of printable ASCII
+   * without escapes; N a non-negative integer of at most 18 digits without leading
+   * zeros. PAYLOAD is the bytes between the first ,"data": and the line's last byte,
+   * which must be }: the slice the job takes on its exact path, kept as bytes.
+   */
+  public static final class Header implements UDF1<byte[], Row> {
+    private static final long serialVersionUID = 1L;
+    private static final byte[] STREAM = ascii("{\"stream\":");
+    private static final byte[] SHARD = ascii(",\"shard_id\":");
+    private static final byte[] SEQUENCE = ascii(",\"sequence_number\":");
+    private static final byte[] SUBSEQUENCE = ascii(",\"subsequence_number\":");
+    private static final byte[] KEY = ascii(",\"partition_key\":");
+    private static final byte[] ARRIVAL = ascii(",\"arrival_ts\":");
+    private static final byte[] EVENT = ascii(",\"event_id\":");
+    private static final byte[] NULL = ascii("null");
+    private static final byte[] DATA = ascii(",\"data\":");
+    private static final int LONG_DIGITS = 18;
+
+    /** The fields in the order of sparkjobs.objectreader.HEADER_TYPE; null if the line
+     * is not in the form above. */
+    @Override
+    public Row call(byte[] line) {
+      if (line == null) {
+        return null;
+      }
+      int at = literal(line, 0, STREAM);
+      int stream = at;
+      at = string(line, at);
+      String streamName = text(line, stream, at);
+      at = literal(line, at, SHARD);
+      int shard = at;
+      at = string(line, at);
+      String shardId = text(line, shard, at);
+      at = literal(line, at, SEQUENCE);
+      int sequence = at;
+      at = string(line, at);
+      String sequenceNumber = text(line, sequence, at);
+      at = literal(line, at, SUBSEQUENCE);
+      int subsequence = at;
+      at = digits(line, at);
+      int subsequenceEnd = at;
+      at = literal(line, at, KEY);
+      int key = at;
+      at = string(line, at);
+      String partitionKey = text(line, key, at);
+      at = literal(line, at, ARRIVAL);
+      int arrival = at;
+      at = string(line, at);
+      String arrivalTs = text(line, arrival, at);
+      String eventId = null;
+      int event = literal(line, at, EVENT);
+      if (event >= 0) {
+        at = literal(line, event, NULL);
+        if (at < 0) {
+          at = string(line, event);
+          eventId = text(line, event, at);
+        }
+      }
+      at = literal(line, at, DATA);
+      if (at < 0 || at >= line.length || line[line.length - 1] != '}') {
+        return null;
+      }
+      long subsequenceNumber = 0;
+      for (int i = subsequence; i < subsequenceEnd; i++) {
+        subsequenceNumber = subsequenceNumber * 10 + (line[i] - '0');
+      }
+      return RowFactory.create(
+          streamName,
+          shardId,
+          sequenceNumber,
+          subsequenceNumber,
+          partitionKey,
+          arrivalTs,
+          eventId,
+          Arrays.copyOfRange(line, at, line.length - 1));
+    }
+
+    private static byte[] ascii(String text) {
+      return text.getBytes(StandardCharsets.US_ASCII);
+    }
+
+    /** Where {@code expected} ends if the line has it at {@code at}; else -1. */
+    private static int literal(byte[] line, int at, byte[] expected) {
+      if (at < 0 || at + expected.length > line.length) {
+        return -1;
+      }
+      for (int i = 0; i < expected.length; i++) {
+        if (line[at + i] != expected[i]) {
+          return -1;
+        }
+      }
+      return at + expected.length;
+    }
+
+    /** Where a JSON string of printable ASCII without escapes at {@code at} ends; else -1. */
+    private static int string(byte[] line, int at) {
+      if (at < 0 || at >= line.length || line[at] != '"') {
+        return -1;
+      }
+      for (int i = at + 1; i < line.length; i++) {
+        byte c = line[i];
+        if (c == '"') {
+          return i + 1;
+        }
+        if (c < 0x20 || c > 0x7e || c == '\\') {
+          return -1;
+        }
+      }
+      return -1;
+    }
+
+    /** The string {@link #string} found between {@code from} and {@code to}; null if none. */
+    private static String text(byte[] line, int from, int to) {
+      return to < 0 ? null : new String(line, from + 1, to - from - 2, StandardCharsets.US_ASCII);
+    }
+
+    /** Where a non-negative integer of at most 18 digits, without leading zeros, ends;
+     * else -1 (a longer one may not fit a long, from_json's type for it). */
+    private static int digits(byte[] line, int at) {
+      int end = digitsEnd(line, at);
+      if (end <= at || end - at > LONG_DIGITS || (line[at] == '0' && end - at > 1)) {
+        return -1;
+      }
+      return end;
+    }
+
+    private static int digitsEnd(byte[] line, int at) {
+      if (at < 0) {
+        return -1;
+      }
+      int i = at;
+      while (i < line.length && line[i] >= '0' && line[i] <= '9') {
+        i++;
+      }
+      return i;
     }
   }
 

@@ -171,13 +171,24 @@ def test_both_readers_publish_the_same_archive(
 ) -> None:
     """A production-like day with truncated and corrupt objects: the object reader
     fails the fast path as the text reader does, and both publish the same rows, counts
-    and bad files."""
+    and bad files. The object reader's run splits lines with the jar's header function,
+    the text reader's with ``from_json`` alone."""
     archive = tmp_path / "archive"
     made = generate(archive, "small", seed=5)
     assert made.truncated
     assert made.corrupt
+    headers: list[bool] = []
+
+    def header(spark: SparkSession) -> bool:
+        headers.append(real(spark))
+        return headers[-1]
+
+    real = objectreader.enable_header
+    monkeypatch.setattr(objectreader, "enable_header", header)
     whole = _compact(monkeypatch, archive, tmp_path / "whole")
+    assert headers == [True]
     monkeypatch.setattr(objectreader, "enable", lambda _spark: False)
+    monkeypatch.setattr(objectreader, "enable_header", lambda _spark: False)
     text = _compact(monkeypatch, archive, tmp_path / "text")
     assert (whole["reader"], text["reader"]) == (objectreader.WHOLE, objectreader.TEXT)
     assert whole["totals"] == text["totals"]
