@@ -5,7 +5,8 @@ the text between the first ``,"data":`` (:data:`~consumer.archive.envelope.DATA_
 and the line's final ``}``. Spark's JSON reader would hand ``data`` over re-read: a JSON
 string without its quotes (``"42"`` as ``42``), ``null`` as SQL NULL, and, where it
 re-serialises, ``1E+2`` as ``100.0``. So lines are read as text and only the header
-before the marker goes through ``from_json``; the payload is never parsed, on the clean
+before the marker goes through ``from_json`` (or, for a line in exactly the lander's
+form, the reader jar's header function); the payload is never parsed, on the clean
 path and on lines recovered from truncated objects alike (:func:`parse`).
 
 In ``raw`` payload format (``LANDER_PAYLOAD_FORMAT``) the payload is a JSON string of

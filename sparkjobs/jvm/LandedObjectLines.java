@@ -149,6 +149,7 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
     private static final byte[] ARRIVAL = ascii(",\"arrival_ts\":");
     private static final byte[] EVENT = ascii(",\"event_id\":");
     private static final byte[] NULL = ascii("null");
+    private static final byte[] NONE = new byte[0];
     private static final byte[] DATA = ascii(",\"data\":");
     private static final int LONG_DIGITS = 18;
 
@@ -159,116 +160,92 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
       if (line == null) {
         return null;
       }
-      int at = literal(line, 0, STREAM);
-      int stream = at;
-      at = string(line, at);
-      String streamName = text(line, stream, at);
-      at = literal(line, at, SHARD);
-      int shard = at;
-      at = string(line, at);
-      String shardId = text(line, shard, at);
-      at = literal(line, at, SEQUENCE);
-      int sequence = at;
-      at = string(line, at);
-      String sequenceNumber = text(line, sequence, at);
-      at = literal(line, at, SUBSEQUENCE);
-      int subsequence = at;
-      at = digits(line, at);
-      int subsequenceEnd = at;
-      at = literal(line, at, KEY);
-      int key = at;
-      at = string(line, at);
-      String partitionKey = text(line, key, at);
-      at = literal(line, at, ARRIVAL);
-      int arrival = at;
-      at = string(line, at);
-      String arrivalTs = text(line, arrival, at);
-      String eventId = null;
-      int event = literal(line, at, EVENT);
-      if (event >= 0) {
-        at = literal(line, event, NULL);
-        if (at < 0) {
-          at = string(line, event);
-          eventId = text(line, event, at);
-        }
+      Cursor c = new Cursor(line);
+      String stream = c.string(STREAM);
+      String shardId = c.string(SHARD);
+      String sequenceNumber = c.string(SEQUENCE);
+      long subsequenceNumber = c.number(SUBSEQUENCE);
+      String partitionKey = c.string(KEY);
+      String arrivalTs = c.string(ARRIVAL);
+      String eventId = c.skip(EVENT) && !c.skip(NULL) ? c.string(NONE) : null;
+      if (!c.skip(DATA) || c.at >= line.length || line[line.length - 1] != '}') {
+        return null; // a step above failed (the cursor is at -1), or no final brace
       }
-      at = literal(line, at, DATA);
-      if (at < 0 || at >= line.length || line[line.length - 1] != '}') {
-        return null;
-      }
-      long subsequenceNumber = 0;
-      for (int i = subsequence; i < subsequenceEnd; i++) {
-        subsequenceNumber = subsequenceNumber * 10 + (line[i] - '0');
-      }
+      byte[] payload = Arrays.copyOfRange(line, c.at, line.length - 1);
       return RowFactory.create(
-          streamName,
-          shardId,
-          sequenceNumber,
-          subsequenceNumber,
-          partitionKey,
-          arrivalTs,
-          eventId,
-          Arrays.copyOfRange(line, at, line.length - 1));
+          stream, shardId, sequenceNumber, subsequenceNumber, partitionKey, arrivalTs, eventId,
+          payload);
     }
 
     private static byte[] ascii(String text) {
       return text.getBytes(StandardCharsets.US_ASCII);
     }
 
-    /** Where {@code expected} ends if the line has it at {@code at}; else -1. */
-    private static int literal(byte[] line, int at, byte[] expected) {
-      if (at < 0 || at + expected.length > line.length) {
-        return -1;
+    /** A position in a line; -1 once a step failed, after which every step fails. */
+    private static final class Cursor {
+      private final byte[] line;
+      int at;
+
+      Cursor(byte[] line) {
+        this.line = line;
       }
-      for (int i = 0; i < expected.length; i++) {
-        if (line[at + i] != expected[i]) {
-          return -1;
+
+      /** Steps over {@code expected} if the line has it here; whether it did. */
+      boolean skip(byte[] expected) {
+        if (at < 0 || at + expected.length > line.length) {
+          return false;
         }
-      }
-      return at + expected.length;
-    }
-
-    /** Where a JSON string of printable ASCII without escapes at {@code at} ends; else -1. */
-    private static int string(byte[] line, int at) {
-      if (at < 0 || at >= line.length || line[at] != '"') {
-        return -1;
-      }
-      for (int i = at + 1; i < line.length; i++) {
-        byte c = line[i];
-        if (c == '"') {
-          return i + 1;
+        for (int i = 0; i < expected.length; i++) {
+          if (line[at + i] != expected[i]) {
+            return false;
+          }
         }
-        if (c < 0x20 || c > 0x7e || c == '\\') {
-          return -1;
+        at += expected.length;
+        return true;
+      }
+
+      /** {@code key}, then a JSON string of printable ASCII without escapes: its text. */
+      String string(byte[] key) {
+        if (!skip(key) || at >= line.length || line[at] != '"') {
+          at = -1;
+          return null;
         }
+        for (int i = at + 1; i < line.length; i++) {
+          byte b = line[i];
+          if (b == '"') {
+            String text = new String(line, at + 1, i - at - 1, StandardCharsets.US_ASCII);
+            at = i + 1;
+            return text;
+          }
+          if (b < 0x20 || b > 0x7e || b == '\\') {
+            break;
+          }
+        }
+        at = -1;
+        return null;
       }
-      return -1;
-    }
 
-    /** The string {@link #string} found between {@code from} and {@code to}; null if none. */
-    private static String text(byte[] line, int from, int to) {
-      return to < 0 ? null : new String(line, from + 1, to - from - 2, StandardCharsets.US_ASCII);
-    }
-
-    /** Where a non-negative integer of at most 18 digits, without leading zeros, ends;
-     * else -1 (a longer one may not fit a long, from_json's type for it). */
-    private static int digits(byte[] line, int at) {
-      int end = digitsEnd(line, at);
-      if (end <= at || end - at > LONG_DIGITS || (line[at] == '0' && end - at > 1)) {
-        return -1;
+      /** {@code key}, then a non-negative integer of at most 18 digits without leading
+       * zeros (a longer one may not fit a long, from_json's type for it). */
+      long number(byte[] key) {
+        if (!skip(key)) {
+          at = -1;
+          return 0;
+        }
+        int end = at;
+        long value = 0;
+        while (end < line.length && line[end] >= '0' && line[end] <= '9') {
+          value = value * 10 + (line[end] - '0');
+          end++;
+        }
+        int n = end - at;
+        if (n == 0 || n > LONG_DIGITS || (n > 1 && line[at] == '0')) {
+          at = -1;
+          return 0;
+        }
+        at = end;
+        return value;
       }
-      return end;
-    }
-
-    private static int digitsEnd(byte[] line, int at) {
-      if (at < 0) {
-        return -1;
-      }
-      int i = at;
-      while (i < line.length && line[i] >= '0' && line[i] <= '9') {
-        i++;
-      }
-      return i;
     }
   }
 

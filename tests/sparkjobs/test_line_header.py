@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from consumer.archive.envelope import HEADER
 from consumer.landing.envelope import Encoder, EventIdPointer
 from consumer.sequence import Position
 from consumer.stream.records import Record
@@ -30,15 +31,8 @@ from sparkjobs.lines import parse
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-FIELDS = (
-    "stream",
-    "shard_id",
-    "sequence_number",
-    "subsequence_number",
-    "partition_key",
-    "arrival_ts",
-    "event_id",
-)
+FIELDS = HEADER
+"""The header fields, in line order (``data`` follows them)."""
 
 TEXT = st.one_of(
     st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12),
