@@ -42,18 +42,12 @@ from typing import TYPE_CHECKING
 import pyspark
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as sf
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    DataType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import ArrayType, BinaryType, DataType, StructField, StructType
 
+from consumer.archive.envelope import DATA
 from sparkjobs.io import join
 from sparkjobs.plan import hour_label_of
+from sparkjobs.schema import CORRUPT, LANDED
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,17 +64,11 @@ HEADER = "lander_line_header"
 """A line (bytes) -> its header fields and payload (:data:`HEADER_TYPE`) if the line is
 in exactly the lander's form, else null (:func:`sparkjobs.lines.parse`)."""
 HEADER_TYPE = StructType(
-    [
-        StructField("stream", StringType()),
-        StructField("shard_id", StringType()),
-        StructField("sequence_number", StringType()),
-        StructField("subsequence_number", LongType()),
-        StructField("partition_key", StringType()),
-        StructField("arrival_ts", StringType()),
-        StructField("event_id", StringType()),
-        StructField("payload", BinaryType()),
-    ]
+    [f for f in LANDED.fields if f.name not in {DATA, CORRUPT}]
+    + [StructField("payload", BinaryType())]
 )
+"""The landed header fields in line order (the function returns them in that order),
+then the payload's bytes."""
 SOURCE = Path(__file__).with_name("jvm") / "LandedObjectLines.java"
 ENV = "LANDER_SPARK_READER_JAR"
 WHOLE, TEXT = "objects", "text"
