@@ -22,7 +22,9 @@ streams: the fast read holds an object's bytes and lines in memory at once.
 A run's first read goes further (:func:`listed_objects`): the objects come from the
 run's own listing, by path, and :data:`BY_PATH` reads each one, so Spark lists no folder
 again (about 2 CPU-s a day here, and one LIST per minute folder on S3). It reads with
-the Hadoop settings the job was started with (``spark.hadoop.*``). Any failure there
+the Hadoop settings the job was started with (``spark.hadoop.*``); a ``file://`` object
+straight from the filesystem, past Hadoop's local filesystem, whose stat and ``.crc``
+lookup per open cost about as much as the inflate. Any failure there
 (damage, an object gone or resized since the listing) fails the fast path as damage
 does, and the checked read that follows lists the folders, as before.
 """

@@ -21,7 +21,11 @@ package kinesislander.spark;
 
 import java.io.EOFException;
 import java.io.IOException;
+import java.io.InputStream;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -29,8 +33,6 @@ import java.util.zip.CRC32;
 import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FSDataInputStream;
-import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.deploy.SparkHadoopUtil;
@@ -93,8 +95,8 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
       }
       Path path = new Path(uri);
       byte[] object = new byte[Math.toIntExact(size)];
-      try (FSDataInputStream in = path.getFileSystem(configuration()).open(path)) {
-        in.readFully(object);
+      try (InputStream in = open(path)) {
+        readFully(in, object);
         if (in.read() != -1) {
           throw new IOException(uri + ": longer than the " + size + " bytes listed");
         }
@@ -105,6 +107,30 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
         return new LandedObjectLines().call(object);
       } catch (IOException e) {
         throw new IOException(uri + ": " + e.getMessage(), e);
+      }
+    }
+
+    /**
+     * A local object straight from the filesystem: Hadoop's local filesystem stats the
+     * file and looks for a .crc file beside it on every open (a landed object has none;
+     * its gzip CRC-32s are checked here), which cost about as much as inflating it.
+     */
+    private static InputStream open(Path path) throws IOException {
+      URI uri = path.toUri();
+      if ("file".equals(uri.getScheme()) && uri.getAuthority() == null) {
+        return Files.newInputStream(Paths.get(uri.getPath()));
+      }
+      return path.getFileSystem(configuration()).open(path);
+    }
+
+    private static void readFully(InputStream in, byte[] into) throws IOException {
+      int at = 0;
+      while (at < into.length) {
+        int read = in.read(into, at, into.length - at);
+        if (read < 0) {
+          throw new EOFException();
+        }
+        at += read;
       }
     }
 

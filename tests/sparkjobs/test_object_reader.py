@@ -219,6 +219,12 @@ def test_by_path_reads_what_the_listing_names_and_nothing_else(
             lines(uri, size)
     with pytest.raises(Exception, match=r"gone\.jsonl\.gz"):
         lines((tmp_path / "gone.jsonl.gz").as_uri(), 10)
+    # A local object is read past Hadoop's filesystem, at the path Hadoop would read:
+    # the job joins the archive's URI and the key as text, not percent-encoded.
+    odd = tmp_path / "a b%20c" / "o.jsonl.gz"
+    odd.parent.mkdir()
+    odd.write_bytes(body)
+    assert lines(f"file://{odd}", len(body)) == [b"a", b"b", b"c", b"d"]
 
 
 def test_a_clean_archive_is_read_by_path_with_the_same_rows(
