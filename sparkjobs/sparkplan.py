@@ -156,11 +156,13 @@ def _prepare(
     # A column, not an expression repeated in every counter: without common
     # subexpressions in the observed aggregates, each would evaluate it again per row.
     lines = lines.withColumn("malformed", sf.when(sf.col("problem").isNotNull(), sf.col("slot")))
-    malformed = sf.col("malformed")
     lines = lines.observe(
         observation,
-        *[sf.count(sf.when(malformed == i, 1)).alias(hour) for i, hour in enumerate(hours)],
-        sf.collect_set(sf.when(malformed >= 0, sf.col("rel"))).alias("files"),
+        *[
+            sf.expr(f"count(CASE WHEN malformed = {i} THEN 1 END)").alias(hour)
+            for i, hour in enumerate(hours)
+        ],
+        sf.collect_set(sf.when(sf.col("malformed") >= 0, sf.col("rel"))).alias("files"),
     )
     bad = sf.col("problem").isNotNull()
     kind, key = dedupe_key(sequence_pointer)
@@ -235,18 +237,19 @@ def _label(prepared: DataFrame, partitions: int, horizon_minutes: int) -> DataFr
     return prepared.repartition(partitions, "key", "kind").withColumn("cause", cause)
 
 
-def _observed(hours: list[str]) -> list[Column]:
+def _observed(hours: list[str], *, sequence: bool) -> list[Column]:
     """Per hour and cause counts, gathered while the write runs (no second pass), of the
-    ``code`` column :func:`_write` adds (hour slot and cause in one number)."""
-    code = sf.col("code")
-    named = (
-        (KEPT, "kept"),
-        (TRANSPORT, "transport"),
-        (PRODUCER, "producer"),
-        (SEQUENCE, "sequence"),
-    )
+    ``code`` column :func:`_write` adds (hour slot and cause in one number).
+
+    Every counter is evaluated on every row, so there are only those that can count
+    something: without a sequence pointer no line is a sequence duplicate. Each is one
+    SQL expression, one call into the JVM to build rather than seven.
+    """
+    named = [(KEPT, "kept"), (TRANSPORT, "transport"), (PRODUCER, "producer")]
+    if sequence:
+        named.append((SEQUENCE, "sequence"))
     return [
-        sf.count(sf.when(code == i * CAUSES + cause, 1)).alias(f"{name}|{hour}")
+        sf.expr(f"count(CASE WHEN code = {i * CAUSES + cause} THEN 1 END)").alias(f"{name}|{hour}")
         for i, hour in enumerate(hours)
         for cause, name in named
     ]
@@ -261,7 +264,7 @@ def _write(
     code = sf.when(sf.col("slot") >= 0, sf.col("slot") * CAUSES + sf.col("cause"))
     rows = (
         labeled.withColumn("code", code)
-        .observe(observation, *_observed(hours))
+        .observe(observation, *_observed(hours, sequence=job.sequence_pointer is not None))
         .filter((sf.col("slot") >= 0) & (sf.col("cause") != MALFORMED))
     )
     slot, kept = sf.col("slot") + 1, sf.col("cause") == KEPT
