@@ -82,7 +82,10 @@ def parse(lines: DataFrame, payload_format: str, *, fast_header: bool = False) -
         # CASE evaluates one branch: from_json only runs for the lines the function refused.
         header = sf.when(known, sf.struct(*fields)).otherwise(header)
         payload = sf.when(known, quick["payload"].cast(StringType())).otherwise(payload)
-        found = known | found
+        # A CASE, not known | found: Spark hoists a subexpression used more than once
+        # (the header's slice) out of both sides of an OR and computes it for every
+        # line; only the other branches of a CASE are left for the lines that need them.
+        found = sf.when(known, sf.lit(True)).otherwise(found)
     if payload_format == "raw":
         size = sf.octet_length(payload)
         quoted = payload.startswith('"') & payload.endswith('"') & (size >= 2)
