@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import structlog
 
 from consumer.archive.layout import hour_folder, hour_of
-from sparkjobs import objectreader, table
+from sparkjobs import counters, objectreader, table
 from sparkjobs.catalog import TableRef, ref_for
 from sparkjobs.fallback import check_inputs, triage
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
@@ -126,6 +126,7 @@ def compact(
         whole_objects=manifest.reader == objectreader.WHOLE,
         listed=plan.read if by_path else None,
         fast_header=objectreader.enable_header(spark),
+        fast_counts=counters.enable(spark),
     )
 
     mark = time.monotonic()

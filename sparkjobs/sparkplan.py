@@ -34,6 +34,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as sf
 
+from sparkjobs import counters
+from sparkjobs.counters import CAUSES, KEPT, MALFORMED, PRODUCER, SEQUENCE, TRANSPORT
 from sparkjobs.fallback import SavedLine
 from sparkjobs.job import CompactJob
 from sparkjobs.lines import parse
@@ -139,6 +141,8 @@ def _prepare(
     hours: list[str],
     observation: Any,
     sequence_pointer: str | None = None,
+    *,
+    fast_counts: bool = False,
 ) -> DataFrame:
     """Parse, validate and key every line; count malformed ones before the shuffle.
 
@@ -158,10 +162,7 @@ def _prepare(
     lines = lines.withColumn("malformed", sf.when(sf.col("problem").isNotNull(), sf.col("slot")))
     lines = lines.observe(
         observation,
-        *[
-            sf.expr(f"count(CASE WHEN malformed = {i} THEN 1 END)").alias(hour)
-            for i, hour in enumerate(hours)
-        ],
+        *counters.malformed_counters(hours, fast=fast_counts),
         sf.collect_set(sf.when(sf.col("malformed") >= 0, sf.col("rel"))).alias("files"),
     )
     bad = sf.col("problem").isNotNull()
@@ -182,9 +183,6 @@ def _prepare(
         sf.xxhash64("rel").alias("file"),
     )
 
-
-KEPT, TRANSPORT, PRODUCER, MALFORMED, SEQUENCE = range(5)
-CAUSES = 5
 
 DROPPED_DT = "dropped-"
 """Prefix of the ``dt`` value the dropped copies of a day are written under: a folder
@@ -237,26 +235,13 @@ def _label(prepared: DataFrame, partitions: int, horizon_minutes: int) -> DataFr
     return prepared.repartition(partitions, "key", "kind").withColumn("cause", cause)
 
 
-def _observed(hours: list[str], *, sequence: bool) -> list[Column]:
-    """Per hour and cause counts, gathered while the write runs (no second pass), of the
-    ``code`` column :func:`_write` adds (hour slot and cause in one number).
-
-    Every counter is evaluated on every row, so there are only those that can count
-    something: without a sequence pointer no line is a sequence duplicate. Each is one
-    SQL expression, one call into the JVM to build rather than seven.
-    """
-    named = [(KEPT, "kept"), (TRANSPORT, "transport"), (PRODUCER, "producer")]
-    if sequence:
-        named.append((SEQUENCE, "sequence"))
-    return [
-        sf.expr(f"count(CASE WHEN code = {i * CAUSES + cause} THEN 1 END)").alias(f"{name}|{hour}")
-        for i, hour in enumerate(hours)
-        for cause, name in named
-    ]
-
-
-def _write(
-    labeled: DataFrame, job: CompactJob, run_dir: str, hours: list[str], observation: Any
+def _write(  # noqa: PLR0917 - the run's fixed facts
+    labeled: DataFrame,
+    job: CompactJob,
+    run_dir: str,
+    hours: list[str],
+    observation: Any,
+    fast_counts: bool,
 ) -> None:
     # The code is a column of its own, computed once per row: as an expression inside
     # each of the 4 x 24 counters it was evaluated 96 times a row (about a fifth of a
@@ -264,7 +249,12 @@ def _write(
     code = sf.when(sf.col("slot") >= 0, sf.col("slot") * CAUSES + sf.col("cause"))
     rows = (
         labeled.withColumn("code", code)
-        .observe(observation, *_observed(hours, sequence=job.sequence_pointer is not None))
+        .observe(
+            observation,
+            *counters.cause_counters(
+                hours, fast=fast_counts, sequence=job.sequence_pointer is not None
+            ),
+        )
         .filter((sf.col("slot") >= 0) & (sf.col("cause") != MALFORMED))
     )
     slot, kept = sf.col("slot") + 1, sf.col("cause") == KEPT
@@ -340,6 +330,7 @@ class SparkPlan:
         whole_objects: bool = False,
         listed: Mapping[str, InputFile] | None = None,
         fast_header: bool = False,
+        fast_counts: bool = False,
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
@@ -350,6 +341,8 @@ class SparkPlan:
         self.listed = listed
         self.fast_header = fast_header
         """Lines in the lander's exact form split by the jar (:func:`sparkjobs.lines.parse`)."""
+        self.fast_counts = fast_counts
+        """Counts by the jar's one aggregate (:mod:`sparkjobs.counters`)."""
         self._lines: DataFrame | None = None
 
     def run(self, good: list[str], saved: list[SavedLine], *, tolerant: bool) -> dict[str, Any]:
@@ -373,7 +366,8 @@ class SparkPlan:
         before = Observation("malformed")
         after = Observation("causes")
         pointer = self.job.sequence_pointer
-        prepared = _prepare(lines, self.job.stream, self.hours, before, pointer)
+        fast = self.fast_counts
+        prepared = _prepare(lines, self.job.stream, self.hours, before, pointer, fast_counts=fast)
         if self.index_files:
             prepared = prepared.unionByName(index_rows(self.spark, self.index_files, pointer))
         _write(
@@ -382,11 +376,14 @@ class SparkPlan:
             self.run_dir,
             self.hours,
             after,
+            fast,
         )
-        found = dict(after.get)
+        found: dict[str, Any] = counters.cause_counts(
+            after.get, self.hours, fast=fast, sequence=pointer is not None
+        )
         malformed = before.get
-        for hour in self.hours:
-            found[f"malformed|{hour}"] = malformed[hour]
+        for hour, count in counters.malformed_counts(malformed, self.hours, fast=fast).items():
+            found[f"malformed|{hour}"] = count
         found["malformed_files"] = list(malformed["files"] or [])
         self._lines = lines
         return found

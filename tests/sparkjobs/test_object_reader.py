@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from bench.prodlike import DAY, STREAM, generate
 from consumer import cli
-from sparkjobs import objectreader
+from sparkjobs import counters, objectreader
 from sparkjobs.catalog import table_ref
 from sparkjobs.cli import BAD_CONFIG
 from sparkjobs.compact import reader_for
@@ -171,8 +171,9 @@ def test_both_readers_publish_the_same_archive(
 ) -> None:
     """A production-like day with truncated and corrupt objects: the object reader
     fails the fast path as the text reader does, and both publish the same rows, counts
-    and bad files. The object reader's run splits lines with the jar's header function,
-    the text reader's with ``from_json`` alone."""
+    and bad files. The object reader's run splits lines with the jar's header function
+    and counts with its aggregate, the text reader's with ``from_json`` and Spark's
+    counters alone."""
     archive = tmp_path / "archive"
     made = generate(archive, "small", seed=5)
     assert made.truncated
@@ -187,8 +188,10 @@ def test_both_readers_publish_the_same_archive(
     monkeypatch.setattr(objectreader, "enable_header", header)
     whole = _compact(monkeypatch, archive, tmp_path / "whole")
     assert headers == [True]
+    assert counters.enable(spark), "the object reader's run counts with the jar's aggregate"
     monkeypatch.setattr(objectreader, "enable", lambda _spark: False)
     monkeypatch.setattr(objectreader, "enable_header", lambda _spark: False)
+    monkeypatch.setattr(counters, "enable", lambda _spark: False)
     text = _compact(monkeypatch, archive, tmp_path / "text")
     assert (whole["reader"], text["reader"]) == (objectreader.WHOLE, objectreader.TEXT)
     assert whole["totals"] == text["totals"]
