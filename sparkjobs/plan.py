@@ -150,13 +150,11 @@ def plan_window(
         and entry.own_digest == inputs_digest(by_hour[hour])
     }
     read: dict[str, InputFile] = {}
-    indexed_starts = {parse_hour(label) for label in indexed}
+    # Each object's hour from the listing's own grouping: parsing every key again, for
+    # every stale hour whose horizon holds it, was ~200k parses for a day.
+    indexed_rels = {f.rel for label in indexed for f in by_hour[parse_hour(label)]}
     for start in stale_starts:
-        read.update(
-            (f.rel, f)
-            for f in inputs[hour_label(start)]
-            if _relative(f.rel).hour not in indexed_starts
-        )
+        read.update((f.rel, f) for f in inputs[hour_label(start)] if f.rel not in indexed_rels)
     own = {hour: list(by_hour.get(parse_hour(hour), [])) for hour in stale}
     own_rels = {f.rel for files in own.values() for f in files}
     covered = _covered_hours(stale_starts, job.horizon_minutes)
