@@ -191,7 +191,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         )
         two = found["two_days"]
         for engine in ("duckdb", "spark"):
-            extra = two[engine]["cpu_seconds"] - found[engine]["cpu_seconds"]
+            # Spark's own one-day runs, alternated with its two-day runs (best of each);
+            # a result from before those: the size's fresh run.
+            alone = two[engine].get("one_day_cpu_seconds") or [found[engine]["cpu_seconds"]]
+            extra = two[engine]["cpu_seconds"] - min(alone)
             two[engine]["marginal_per_row_us"] = round(extra / two["lines"] * 1e6, 2)
         two["marginal_ratio"] = round(
             two["spark"]["marginal_per_row_us"] / two["duckdb"]["marginal_per_row_us"], 2
@@ -270,9 +273,16 @@ def render(result: dict[str, Any]) -> str:
         if two:
             limit = result.get("target_marginal_ratio", TARGET_MARGINAL_RATIO)
             met = "met" if two["marginal_ratio"] <= limit else "MISSED"
+            spark = two["spark"]
+            alone = spark.get("one_day_cpu_seconds")
+            runs = (
+                f"{_runs(spark['runs_cpu_seconds'])} CPU-s against {_runs(alone)} for the "
+                "first day alone, alternated, best of each"
+                if alone
+                else f"{spark['cpu_seconds']:.1f} CPU-s"
+            )
             lines.append(
-                f"  two days in one run (day 2: {two['lines']:,} lines): Spark "
-                f"{two['spark']['cpu_seconds']:.1f} CPU-s, "
+                f"  two days in one run (day 2: {two['lines']:,} lines): Spark {runs}; "
                 f"DuckDB {two['duckdb']['cpu_seconds']:.1f}"
             )
             lines.append(

@@ -51,7 +51,8 @@ def two_days(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
     the other in this process. Each engine's two-day CPU minus its one-day CPU is the
     second day's cost in a process that is already warm: its per-row cost without the
     start, which the one-day run includes. The second day reads the first as its
-    horizon, for both engines.
+    horizon, for both engines. Spark's one-day and two-day runs alternate twice here;
+    the best of each is used (``one_day_cpu_seconds``, ``cpu_seconds``).
     """
     archive, second = work / "archive", DAY + timedelta(days=1)
     progress(f"compaction {size}: generating the next day")
@@ -71,16 +72,33 @@ def two_days(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
     if got != want:
         raise AssertionError(f"DuckDB and the model disagree on {size}'s day 2: {got} != {want}")
 
-    progress(f"compaction {size}: Spark, both days in one lander compact")
+    # A fresh run varies by 10-20 % from one minute to the next, and the second day is
+    # the difference of two runs: the day alone and both days alternate, twice, and the
+    # best of each is compared (as the three-stream runs are).
     window = f"{DAY}..{second}"
-    spark_wall, spark_cpu, _ = fresh_process(lander_compact(archive, work / "spark2", window), env)
-    got = manifest_totals(work / "spark2", second.isoformat())
-    if got != want:
-        raise AssertionError(f"Spark and the model disagree on {size}'s day 2: {got} != {want}")
+    one: list[float] = []
+    both: list[tuple[float, float]] = []
+    for attempt in (1, 2):
+        progress(f"compaction {size}: Spark, the first day alone ({attempt} of 2)")
+        out = work / f"spark1-{attempt}"
+        one.append(fresh_process(lander_compact(archive, out, DAY.isoformat()), env)[1])
+        progress(f"compaction {size}: Spark, both days in one lander compact ({attempt} of 2)")
+        out = work / f"spark2-{attempt}"
+        wall, cpu, _ = fresh_process(lander_compact(archive, out, window), env)
+        both.append((cpu, wall))
+        got = manifest_totals(out, second.isoformat())
+        if got != want:
+            raise AssertionError(f"Spark and the model disagree on {size}'s day 2: {got} != {want}")
+    spark_cpu, spark_wall = min(both)
     return {
         "lines": lines,
         "duckdb": {"wall_seconds": round(duck_wall, 2), "cpu_seconds": round(duck_cpu, 2)},
-        "spark": {"wall_seconds": round(spark_wall, 2), "cpu_seconds": round(spark_cpu, 2)},
+        "spark": {
+            "wall_seconds": round(spark_wall, 2),
+            "cpu_seconds": round(spark_cpu, 2),
+            "runs_cpu_seconds": [round(cpu, 2) for cpu, _ in both],
+            "one_day_cpu_seconds": [round(cpu, 2) for cpu in one],
+        },
     }
 
 
