@@ -244,8 +244,9 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
     fast_counts: bool,
 ) -> None:
     # The code is a column of its own, computed once per row: as an expression inside
-    # each of the 4 x 24 counters it was evaluated 96 times a row (about a fifth of a
-    # warm day's CPU: the observed aggregates share no subexpressions).
+    # each of Spark's counters (no jar: :mod:`sparkjobs.counters`) it was evaluated
+    # once per counter, 96 times a row (about a fifth of a warm day's CPU: the
+    # observed aggregates share no subexpressions).
     code = sf.when(sf.col("slot") >= 0, sf.col("slot") * CAUSES + sf.col("cause"))
     rows = (
         labeled.withColumn("code", code)

@@ -19,7 +19,6 @@
  */
 package kinesislander.spark;
 
-import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.URI;
@@ -101,12 +100,12 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
       Path path = new Path(uri);
       byte[] object = new byte[Math.toIntExact(size)];
       try (InputStream in = open(path)) {
-        readFully(in, object);
+        if (in.readNBytes(object, 0, object.length) < object.length) {
+          throw new IOException(uri + ": shorter than the " + size + " bytes listed");
+        }
         if (in.read() != -1) {
           throw new IOException(uri + ": longer than the " + size + " bytes listed");
         }
-      } catch (EOFException e) {
-        throw new IOException(uri + ": shorter than the " + size + " bytes listed", e);
       }
       try {
         return new LandedObjectLines().call(object);
@@ -126,17 +125,6 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
         return Files.newInputStream(Paths.get(uri.getPath()));
       }
       return path.getFileSystem(configuration()).open(path);
-    }
-
-    private static void readFully(InputStream in, byte[] into) throws IOException {
-      int at = 0;
-      while (at < into.length) {
-        int read = in.read(into, at, into.length - at);
-        if (read < 0) {
-          throw new EOFException();
-        }
-        at += read;
-      }
     }
 
     /** The job's Hadoop settings (spark.hadoop.*), built once per JVM: building one
