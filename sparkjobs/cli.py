@@ -48,10 +48,10 @@ if TYPE_CHECKING:
     from sparkjobs.analyse import AnalyseJob
     from sparkjobs.compact import CompactJob
     from sparkjobs.io import Filesystem
-    from sparkjobs.publish import InputFile
+    from sparkjobs.plan import ByHour
     from sparkjobs.session import JvmPlan
 
-    Listing = tuple[datetime, dict[datetime, list[InputFile]]]
+    Listing = tuple[datetime, ByHour]
     """When a window's inputs were listed, and the listing."""
 
 OK, FAILED, BAD_CONFIG, EMPTY = 0, 1, 2, 3
@@ -250,6 +250,7 @@ def _compact(settings: CompactSettings) -> int:
     """Every stream and window of ``settings``, one after another, in one session."""
     from sparkjobs.compact import CompactJob
     from sparkjobs.io import is_local
+    from sparkjobs.plan import list_window
     from sparkjobs.session import jvm_plan
 
     own = {stream: settings.for_stream(stream) for stream in settings.streams}
@@ -272,41 +273,40 @@ def _compact(settings: CompactSettings) -> int:
     ]
     # A local archive is listed before the JVM starts: its size picks the JIT, and a run
     # with nothing to read starts no JVM. The first window's listing is used as it is;
-    # later windows list again when their turn comes, so late files are not missed.
+    # later windows list their own hours again when their turn comes (late files), and
+    # take horizon hours an earlier window held from the listing it was compacted from.
+    known: dict[str, ByHour] = {}
     first: Listing | None = None
     size: int | None = None
     if all(is_local(job.archive) for job in jobs):
-        listings = [_listing(_filesystem(job.archive, None), job) for job in jobs]
+        listings = [list_window(_filesystem(job.archive, None), job, known) for job in jobs]
         first = listings[0]
         size = sum(f.size for _, by_hour in listings for files in by_hour.values() for f in files)
     session = _Session(settings.spark_master, f"lander-compact-{settings.stream}", jvm_plan(size))
     codes: list[int] = []
     try:
         for index, job in enumerate(jobs):
-            codes.append(_compact_window(job, settings, session, first if index == 0 else None))
+            listing = first if index == 0 else None
+            codes.append(_compact_window(job, settings, session, listing, known))
     finally:
         session.finish()
     return _worst(codes)
 
 
-def _listing(fs: Filesystem, job: CompactJob) -> Listing:
-    from datetime import UTC, datetime
-
-    from sparkjobs.plan import list_inputs
-
-    listed_at = datetime.now(UTC)
-    return listed_at, list_inputs(fs, job)
-
-
 def _compact_window(
-    job: CompactJob, settings: CompactSettings, session: _Session, listing: Listing | None
+    job: CompactJob,
+    settings: CompactSettings,
+    session: _Session,
+    listing: Listing | None,
+    known: dict[str, ByHour],
 ) -> int:
     """One stream's window: its result line, and its exit code."""
     from sparkjobs.compact import CompactionError, compact, has_landed_input
     from sparkjobs.io import is_local
+    from sparkjobs.plan import list_window
 
     if listing is None and is_local(job.archive):
-        listing = _listing(_filesystem(job.archive, None), job)
+        listing = list_window(_filesystem(job.archive, None), job, known)
     if listing is not None:
         landed = any(listing[1].get(hour) for hour in job.window.hour_starts())
     else:

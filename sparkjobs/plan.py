@@ -22,15 +22,24 @@ tested without a JVM (tests/sparkjobs/test_compact_plan.py).
 from __future__ import annotations
 
 import functools
+import hashlib
+import itertools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from consumer.archive.layout import RelativeKey, hour_folder, minute_folder, parse_relative
 from sparkjobs.io import Filesystem, Listed, join
 from sparkjobs.job import CompactJob
-from sparkjobs.publish import HourEntry, InputFile, input_order, inputs_digest, stale_hours
+from sparkjobs.publish import (
+    HourEntry,
+    InputFile,
+    digest_text,
+    input_order,
+    inputs_digest,
+    stale_hours,
+)
 from sparkjobs.window import Window, hour_label, parse_hour
 
 
@@ -77,19 +86,42 @@ def listed_hours(window: Window, minutes: int) -> list[datetime]:
     return hours
 
 
-def list_inputs(fs: Filesystem, job: CompactJob) -> dict[datetime, list[InputFile]]:
+def list_inputs(
+    fs: Filesystem, job: CompactJob, known: Mapping[datetime, list[InputFile]] | None = None
+) -> dict[datetime, list[InputFile]]:
     """Landed objects by hour, for the window's hours and the hours its horizon reaches.
 
     An object counts in the hour its key names; anything else in the folder (a
-    marker, an object of another hour) is left out.
+    marker, an object of another hour) is left out. ``known``: hours this run listed
+    already (for the window before this one); its horizon hours are taken from there,
+    the window's own hours are always listed.
     """
+    own = set(job.window.hour_starts())
     return {
-        hour: sorted(
+        hour: known[hour]
+        if known is not None and hour in known and hour not in own
+        else sorted(
             (InputFile(rel, i.size, i.modified_ms) for rel, i in _landed_in(fs, job, hour)),
             key=input_order,
         )
         for hour in listed_hours(job.window, job.horizon_minutes)
     }
+
+
+ByHour = dict[datetime, list[InputFile]]
+"""A listing: landed objects by hour (:func:`list_inputs`)."""
+
+
+def list_window(
+    fs: Filesystem, job: CompactJob, known: dict[str, ByHour]
+) -> tuple[datetime, ByHour]:
+    """When the window was listed, and its listing, horizon hours taken from ``known``
+    (a run's listings so far, by source), to which its hours are added."""
+    listed_at = datetime.now(UTC)
+    seen = known.setdefault(job.source, {})
+    by_hour = list_inputs(fs, job, seen)
+    seen.update(by_hour)
+    return listed_at, by_hour
 
 
 def has_landed_input(fs: Filesystem, job: CompactJob) -> bool:
@@ -135,8 +167,8 @@ def plan_window(
     (the window's hours and those of the horizon before it). ``unindexed``: hours whose
     index turned out incomplete (files missing), read from their objects."""
     starts = job.window.hour_starts()
-    inputs = {hour_label(h): inputs_of(h, by_hour, job.horizon_minutes) for h in starts}
-    digests = {hour: inputs_digest(files) for hour, files in inputs.items()}
+    own_digest = _OwnDigests(by_hour)
+    inputs, digests = _inputs_and_digests(starts, by_hour, job.horizon_minutes, own_digest)
     stale = stale_hours(current, digests)
     stale_starts = [h for h in starts if hour_label(h) in stale]
     indexed = {
@@ -147,7 +179,7 @@ def plan_window(
         and by_hour.get(hour)
         and (entry := current.get(label)) is not None
         and entry.indexed
-        and entry.own_digest == inputs_digest(by_hour[hour])
+        and entry.own_digest == own_digest(hour)
     }
     read: dict[str, InputFile] = {}
     # Each object's hour from the listing's own grouping: parsing every key again, for
@@ -163,6 +195,78 @@ def plan_window(
         | {join(job.source, _folder_of(rel, covered)) for rel in read if rel not in own_rels}
     )
     return WindowPlan(inputs, digests, stale, own, read, folders, indexed)
+
+
+class _OwnDigests:
+    """Each listed hour's own objects' digest text, made once; :func:`inputs_digest`'s
+    digest of any run of whole hours, and of an hour alone, from them.
+
+    Only when the listing is in key order across its hours (each key once; true of any
+    listing :func:`list_inputs` made, since an hour's keys begin with its ``dt=``/``hour=``
+    folders): then an hour's inputs in key order are its horizon's hours' objects
+    followed by its own, and the digest's sorted text is their texts one after another.
+    ``in_order`` is False otherwise, and callers take the general way.
+    """
+
+    def __init__(self, by_hour: Mapping[datetime, list[InputFile]]) -> None:
+        self.hours = sorted(h for h, files in by_hour.items() if files)
+        self.by_hour = by_hour
+        keys = [f.rel for h in self.hours for f in by_hour[h]]
+        self.in_order = all(a < b for a, b in itertools.pairwise(keys))
+        self._text: dict[datetime, bytes] = {}
+
+    def text(self, hour: datetime) -> bytes:
+        """The digest's text of ``hour``'s own objects (in order)."""
+        found = self._text.get(hour)
+        if found is None:
+            found = self._text[hour] = digest_text(self.by_hour.get(hour, ()))
+        return found
+
+    def __call__(self, hour: datetime) -> str:
+        """:func:`inputs_digest` of ``hour``'s own objects."""
+        if not self.in_order:
+            return inputs_digest(self.by_hour.get(hour, ()))
+        return hashlib.sha256(self.text(hour)).hexdigest()
+
+
+def _inputs_and_digests(
+    starts: list[datetime],
+    by_hour: Mapping[datetime, list[InputFile]],
+    minutes: int,
+    own: _OwnDigests,
+) -> tuple[dict[str, list[InputFile]], dict[str, str]]:
+    """:func:`inputs_of` and :func:`inputs_digest` of it for every hour of ``starts``,
+    by label.
+
+    A day against a 24 h horizon holds each object in 25 hours' inputs: set, sort and
+    digest each hour's ~9,000 inputs anew was about a CPU-second a day. A listing in key
+    order (:class:`_OwnDigests`) joins the hours' lists and digests their texts instead
+    (equal results: tests/sparkjobs/test_compact_plan.py).
+    """
+    if not own.in_order:
+        each = {hour_label(h): inputs_of(h, by_hour, minutes) for h in starts}
+        return each, {label: inputs_digest(files) for label, files in each.items()}
+    inputs: dict[str, list[InputFile]] = {}
+    digests: dict[str, str] = {}
+    for hour in starts:
+        since = hour - timedelta(minutes=minutes)
+        files: list[InputFile] = []
+        digest = hashlib.sha256()
+        for start in own.hours:
+            if start >= hour or start + timedelta(hours=1) <= since:
+                continue
+            if start >= since:  # the horizon covers the whole hour
+                files += by_hour[start]
+                digest.update(own.text(start))
+            else:
+                part = [f for f in by_hour[start] if since <= _relative(f.rel).minute]
+                files += part
+                digest.update(digest_text(part))
+        files += by_hour.get(hour, ())
+        digest.update(own.text(hour))
+        inputs[hour_label(hour)] = files
+        digests[hour_label(hour)] = digest.hexdigest()
+    return inputs, digests
 
 
 def _covered_hours(stale: list[datetime], minutes: int, *, partly: bool = False) -> set[datetime]:

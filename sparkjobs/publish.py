@@ -47,9 +47,17 @@ def input_order(f: InputFile) -> tuple[str, int, int]:
 
 
 def inputs_digest(files: Iterable[InputFile]) -> str:
-    """A digest of a set of inputs: equal exactly when the same objects, same sizes."""
-    text = "".join(f"{rel}\t{size}\n" for rel, size in sorted({(f.rel, f.size) for f in files}))
-    return hashlib.sha256(text.encode()).hexdigest()
+    """A digest of a set of inputs: equal exactly when the same objects, same sizes.
+
+    The SHA-256 of a line ``key<TAB>size`` per (key, size), sorted (:func:`digest_text`).
+    """
+    pairs = sorted({(f.rel, f.size) for f in files})
+    return hashlib.sha256("".join(f"{rel}\t{size}\n" for rel, size in pairs).encode()).hexdigest()
+
+
+def digest_text(files: Iterable[InputFile]) -> bytes:
+    """What :func:`inputs_digest` hashes, for ``files`` already in key order, each once."""
+    return "".join(f"{f.rel}\t{f.size}\n" for f in files).encode()
 
 
 @dataclass(frozen=True, slots=True)

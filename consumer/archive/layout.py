@@ -10,6 +10,7 @@ plain ``{first_seq}-{last_seq}`` names. Dead letters mirror the layout under
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -152,6 +153,7 @@ def hour_of(path: str) -> datetime | None:
     return None if match is None else _minute(match["dt"], match["hour"], "00")
 
 
+@functools.lru_cache(maxsize=4096)  # a listing's objects share their minutes
 def _minute(dt: str, hour: str, minute: str) -> datetime:
     year, month, day = (int(part) for part in dt.split("-"))
     return datetime(year, month, day, int(hour), int(minute), tzinfo=UTC)

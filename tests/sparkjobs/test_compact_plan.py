@@ -8,6 +8,7 @@ Everything here runs on an in-memory listing (no JVM, no pyspark import):
 from __future__ import annotations
 
 import ast
+import random
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,14 +21,17 @@ from sparkjobs.io import Listed
 from sparkjobs.job import CompactJob
 from sparkjobs.plan import (
     WindowPlan,
+    _inputs_and_digests,
+    _OwnDigests,
+    hour_label_of,
     inputs_of,
     list_inputs,
     listed_hours,
     partitions_for,
     plan_window,
 )
-from sparkjobs.publish import HourEntry, InputFile
-from sparkjobs.window import Window, hour_label
+from sparkjobs.publish import HourEntry, InputFile, inputs_digest
+from sparkjobs.window import Window, hour_label, parse_hour
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = "mem://archive"
@@ -221,6 +225,77 @@ def test_replanning_the_same_listing_finds_nothing_stale_and_a_late_file_only_it
     if minute >= 60 - lookback:
         expected.add(hour_label(hour + timedelta(hours=1)))
     assert _plan(job, [*files, late], published).stale == sorted(expected & in_window)
+
+
+@given(
+    listings,
+    windows,
+    st.sampled_from([0, 1, 10, 59, 60, 61, 120, 600, 1440]),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_the_window_s_inputs_and_digests_are_each_hour_s_taken_alone(
+    files: list[InputFile], window: str, lookback: int, shuffle: bool, rng: random.Random
+) -> None:
+    """The window's inputs and digests, made in one pass from a listing in key order,
+    are :func:`inputs_of` and :func:`inputs_digest` of each hour; a listing out of order
+    (or with a key twice) takes the general way to the same result."""
+    job = _job(window, lookback)
+    since = [h - timedelta(minutes=lookback) for h in job.window.hour_starts()]
+    edges = [  # an object on each horizon's first minute, and one a minute before it
+        InputFile(_rel(at.replace(minute=0), at.minute, f"edge{i}", shard=7), 1, 1)
+        for i, at in enumerate([*since, *(s - timedelta(minutes=1) for s in since)])
+    ]
+    by_hour = list_inputs(ListingOnly([*files, *edges]), job)
+    if shuffle:
+        by_hour = {hour: rng.sample(found, len(found)) for hour, found in by_hour.items()}
+        if files:
+            first = files[0]
+            twin = InputFile(first.rel, first.size, first.modified_ms + 1)
+            hour = parse_hour(hour_label_of(first.rel))
+            by_hour[hour] = [*by_hour.get(hour, []), twin]
+    starts = job.window.hour_starts()
+    own = _OwnDigests(by_hour)
+    inputs, digests = _inputs_and_digests(starts, by_hour, lookback, own)
+    expected = {hour_label(h): inputs_of(h, by_hour, lookback) for h in starts}
+    assert inputs == expected
+    assert digests == {label: inputs_digest(found) for label, found in expected.items()}
+    assert {own(h) for h in by_hour} == {inputs_digest(found) for found in by_hour.values()}
+    if not shuffle:
+        assert own.in_order
+
+
+def test_a_later_window_lists_its_own_hours_again_and_takes_its_horizon_from_the_run() -> None:
+    """Compacting two days in one run: the second day's horizon (the first day) is the
+    listing the first day was compacted from; its own hours are listed when its turn
+    comes, so a file landed since is in, and nothing is listed twice for it."""
+    day2 = DAY + timedelta(days=1)
+    files = [InputFile(_rel(DAY.replace(hour=h), 30, f"a{h}"), 5, 1) for h in range(24)]
+    files += [InputFile(_rel(day2.replace(hour=h), 30, f"b{h}"), 5, 1) for h in range(24)]
+    fs = ListingOnly(files)
+    asked: list[str] = []
+    listing = fs.list_files
+
+    def counted(uri: str) -> list[Listed]:
+        asked.append(uri)
+        return listing(uri)
+
+    fs.list_files = counted  # type: ignore[method-assign]
+    first, second = _job("2026-11-21", 1440), _job("2026-11-22", 1440)
+    known: dict[datetime, list[InputFile]] = {}
+    known.update(list_inputs(fs, first, known))
+    asked.clear()
+    late_own = InputFile(_rel(day2.replace(hour=5), 31, "late-own"), 5, 2)
+    late_horizon = InputFile(_rel(DAY.replace(hour=5), 31, "late-horizon"), 5, 2)
+    fs.items += [Listed(f"{SOURCE}/{f.rel}", 5, 2) for f in (late_own, late_horizon)]
+
+    by_hour = list_inputs(fs, second, known)
+    assert len(asked) == 24  # the second day's hours only
+    assert all("dt=2026-11-22" in uri for uri in asked)
+    assert late_own in by_hour[day2.replace(hour=5)]
+    assert late_horizon not in by_hour[DAY.replace(hour=5)]
+    assert by_hour[DAY.replace(hour=5)] == known[DAY.replace(hour=5)]
+    assert list_inputs(fs, second)[DAY.replace(hour=5)][-1] == late_horizon  # alone: listed
 
 
 def test_partitions_fit_the_biggest_hour_and_every_core() -> None:
