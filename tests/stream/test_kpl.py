@@ -185,6 +185,27 @@ def test_decodes_hand_built_bytes_with_tags_and_unknown_fields() -> None:
     ]
 
 
+@pytest.mark.parametrize("pk_index", [0, 127, 128, 300])
+@pytest.mark.parametrize("size", [0, 1, 127, 128, 16383, 16384, 20000])
+@pytest.mark.parametrize(
+    ("tail", "hash_key"), [(b"", None), (ld(4, ld(1, b"k")), None), (vi(2, 0), "7")]
+)
+def test_members_at_every_varint_width_decode_as_encoded(
+    pk_index: int, size: int, tail: bytes, hash_key: str | None
+) -> None:
+    """A member's partition key index and data length in one, two or three bytes, with
+    or without fields after its data: each decodes to what was encoded (the decoder
+    reads one- and two-byte lengths inline, longer ones the general way)."""
+    table = b"".join(ld(1, f"k{i}".encode()) for i in range(pk_index + 1))
+    payload = (bytes(range(256)) * (size // 256 + 1))[:size]
+    member = ld(3, vi(1, pk_index) + ld(3, payload) + tail)
+    users = deaggregate(wrap(table + ld(2, b"7") + member + record(0, b"after")))
+    assert [(u.partition_key, u.explicit_hash_key, u.data) for u in users] == [
+        (f"k{pk_index}", hash_key, payload),
+        ("k0", None, b"after"),
+    ]
+
+
 def test_record_without_hash_key_index_has_none() -> None:
     """A record with no explicit_hash_key_index decodes to None even when the table is
     non-empty (aws-kinesis-agg wrongly returns table[0] here)."""
@@ -339,6 +360,13 @@ _BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("record length past end", key(3, 2) + varint(300) + b"\x08\x00", "truncated"),
     ("data past its record", ld(1, b"p") + ld(3, vi(1, 0) + key(3, 2) + b"\x09x"), "truncated"),
     ("varint cut off", ld(1, b"p") + key(9, 0) + b"\x80", "truncated"),
+    # A data length whose first byte, read alone, would end the data exactly at the
+    # member's end: the length runs on, past ten bytes.
+    (
+        "data length of 11 bytes",
+        ld(1, b"p") + ld(3, vi(1, 0) + b"\x1a\x80" + b"\xff" * 128),
+        "bad_protobuf",
+    ),
     ("key cut off", ld(1, b"p") + b"\x80", "truncated"),
     ("fixed64 cut off", key(9, 1) + b"abc", "truncated"),
     ("unterminated group", key(9, 3) + vi(1, 1), "truncated"),
