@@ -25,7 +25,7 @@ import functools
 import hashlib
 import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -147,14 +147,25 @@ def inputs_of(
     """The objects an hour's result depends on: its own and those of the ``minutes``
     before it (the dedupe horizon)."""
     found = set(by_hour.get(hour, ()))
-    since = hour - timedelta(minutes=minutes)
-    for start, files in by_hour.items():
-        if start < hour and start + timedelta(hours=1) > since:
-            if start >= since:  # the horizon covers the whole hour: no minute to check
-                found.update(files)
-            else:
-                found.update(f for f in files if since <= _relative(f.rel).minute)
+    for start, since in _horizon(hour, by_hour, minutes):
+        found.update(_from(by_hour[start], since))
     return sorted(found, key=input_order)
+
+
+def _horizon(
+    hour: datetime, starts: Iterable[datetime], minutes: int
+) -> Iterator[tuple[datetime, datetime | None]]:
+    """The hours of ``starts`` the horizon of ``hour`` reaches, in their order, each
+    with the minute the horizon starts at if it covers only part of it (else None)."""
+    since = hour - timedelta(minutes=minutes)
+    for start in starts:
+        if start < hour and start + timedelta(hours=1) > since:
+            yield start, None if start >= since else since
+
+
+def _from(files: list[InputFile], since: datetime | None) -> list[InputFile]:
+    """``files`` landed in minute ``since`` or later (all of them when None)."""
+    return files if since is None else [f for f in files if since <= _relative(f.rel).minute]
 
 
 def plan_window(
@@ -249,19 +260,12 @@ def _inputs_and_digests(
     inputs: dict[str, list[InputFile]] = {}
     digests: dict[str, str] = {}
     for hour in starts:
-        since = hour - timedelta(minutes=minutes)
         files: list[InputFile] = []
         digest = hashlib.sha256()
-        for start in own.hours:
-            if start >= hour or start + timedelta(hours=1) <= since:
-                continue
-            if start >= since:  # the horizon covers the whole hour
-                files += by_hour[start]
-                digest.update(own.text(start))
-            else:
-                part = [f for f in by_hour[start] if since <= _relative(f.rel).minute]
-                files += part
-                digest.update(digest_text(part))
+        for start, since in _horizon(hour, own.hours, minutes):
+            part = _from(by_hour[start], since)
+            files += part
+            digest.update(own.text(start) if since is None else digest_text(part))
         files += by_hour.get(hour, ())
         digest.update(own.text(hour))
         inputs[hour_label(hour)] = files

@@ -51,13 +51,16 @@ def inputs_digest(files: Iterable[InputFile]) -> str:
 
     The SHA-256 of a line ``key<TAB>size`` per (key, size), sorted (:func:`digest_text`).
     """
-    pairs = sorted({(f.rel, f.size) for f in files})
-    return hashlib.sha256("".join(f"{rel}\t{size}\n" for rel, size in pairs).encode()).hexdigest()
+    return hashlib.sha256(_text(sorted({(f.rel, f.size) for f in files}))).hexdigest()
 
 
 def digest_text(files: Iterable[InputFile]) -> bytes:
     """What :func:`inputs_digest` hashes, for ``files`` already in key order, each once."""
-    return "".join(f"{f.rel}\t{f.size}\n" for f in files).encode()
+    return _text((f.rel, f.size) for f in files)
+
+
+def _text(pairs: Iterable[tuple[str, int]]) -> bytes:
+    return "".join(f"{rel}\t{size}\n" for rel, size in pairs).encode()
 
 
 @dataclass(frozen=True, slots=True)
