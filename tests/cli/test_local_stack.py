@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -277,3 +278,12 @@ def test_run_local_stack_prints_exports_and_stops_on_sigterm() -> None:
     assert port is not None
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_the_moto_child_finds_the_project_root_not_the_package_folder() -> None:
+    """Its PYTHONPATH starts at the folder holding ``consumer``. The package folder
+    itself made its modules top-level ones: a ``consumer/responses.py`` hid the
+    ``responses`` library moto imports, and moto would not start."""
+    first = Path(stack_module.LocalStack._moto_env()["PYTHONPATH"].split(os.pathsep)[0])
+    assert (first / "consumer" / "__init__.py").is_file()
+    assert (first / "pyproject.toml").is_file()

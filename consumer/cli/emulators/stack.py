@@ -247,8 +247,10 @@ class LocalStack:
     def _moto_env() -> dict[str, str]:
         # The child imports consumer.cli.emulators.moto_server: make sure it finds this
         # checkout even when the package is not installed in the interpreter.
+        # The project root, not the ``consumer`` package: with the package folder on
+        # the path, its modules would shadow top-level ones (``config``, ``errors``).
         env = dict(os.environ)
-        root = str(EMULATORS_DIR.parent.parent)
+        root = str(EMULATORS_DIR.parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return env
 
