@@ -16,12 +16,20 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from aiobotocore.eventstream import AioEventStream
-from aiobotocore.parsers import PROTOCOL_PARSERS, AioJSONParser, AioResponseParserFactory
+from aiobotocore.parsers import (
+    PROTOCOL_PARSERS,
+    AioEventStreamJSONParser,
+    AioJSONParser,
+    AioResponseParserFactory,
+)
 from botocore.eventstream import NoInitialResponseError
+
+from consumer.fastparse import FastJSONParsing
 
 # The stubs type only aiobotocore's public surface; these classes extend its internals.
 _EventStream: Any = AioEventStream
 _JSONParser: Any = AioJSONParser
+_EventJSONParser: Any = AioEventStreamJSONParser
 _ParserFactory: Any = AioResponseParserFactory
 _PARSERS: dict[str, Any] = dict(PROTOCOL_PARSERS)
 
@@ -58,8 +66,16 @@ class TolerantEventStream(_EventStream):  # type: ignore[misc]
                 yield parsed
 
 
-class TolerantJSONParser(_JSONParser):  # type: ignore[misc]
-    """The JSON protocol's parser (Kinesis), with :class:`TolerantEventStream`."""
+class FastEventJSONParser(FastJSONParsing, _EventJSONParser):  # type: ignore[misc]
+    """The parser of SubscribeToShard's events, reading their records as
+    :mod:`consumer.fastparse` does."""
+
+
+class TolerantJSONParser(FastJSONParsing, _JSONParser):  # type: ignore[misc]
+    """The JSON protocol's parser (Kinesis, DynamoDB), with :class:`TolerantEventStream`,
+    reading lists of records as :mod:`consumer.fastparse` does."""
+
+    EVENT_STREAM_PARSER_CLS = FastEventJSONParser
 
     def _create_event_stream(self, response: Any, shape: Any) -> TolerantEventStream:
         name = response["context"].get("operation_name")
