@@ -192,7 +192,7 @@ def hotpath_rows(result: Mapping[str, Any]) -> list[Row]:
         shape, _, codec = name.partition(" ")
         return names.get(shape, shape) + (f", {codec}" if codec else "")
 
-    return [
+    rows = [
         (
             f"landing hot path, {label(name)}",
             f"{_rate(variant['records_per_cpu_second'])} rec/CPU-s",
@@ -202,6 +202,33 @@ def hotpath_rows(result: Mapping[str, Any]) -> list[Row]:
             f"{result.get('target_ratio_to_orjson', 0.6)}x: {_met(variant['meets_target'])}",
         )
         for name, variant in result["variants"].items()
+    ]
+    for key, mode in (("responses", ""), ("compiled_responses", " compiled")):
+        if key in result:
+            rows += _response_rows(result[key], mode)
+    return rows
+
+
+def _response_rows(found: Mapping[str, Any], mode: str) -> list[Row]:
+    """From GetRecords' responses: the parse, and KPL-100 against plain records."""
+    parse, codec = found["parse_us_per_record"], found["codec"]
+    plain = found["variants"][f"plain {codec}"]["records_per_cpu_second"]
+    kpl = found["variants"][f"kpl_100 {codec}"]["records_per_cpu_second"]
+    return [
+        (
+            f"GetRecords response parsed, plain records{mode}",
+            f"{parse['lander']:.2f} us/record",
+            f"aiobotocore's parser {parse['botocore']:.2f} us",
+            _x(parse["botocore"] / parse["lander"]) + " faster",
+            "(reported)",
+        ),
+        (
+            f"landing from the GetRecords response, KPL aggregates of 100, {codec}{mode}",
+            f"{_rate(kpl)} rec/CPU-s",
+            f"plain records {_rate(plain)}",
+            _x(kpl / plain),
+            f">= plain: {_met(kpl >= plain)}",
+        ),
     ]
 
 

@@ -210,3 +210,34 @@ def test_a_run_of_one_benchmark_keeps_the_other_benchmarks_summary_rows() -> Non
         "| landing hot path, stale | 1 | 2 | 3 | 4 |",
         "| compaction of a 200k day | 30 CPU-s | DuckDB 5 | **6x** | met |",
     ]  # kept, in the benchmarks' usual order
+
+
+def test_hotpath_rows_from_the_response_compare_kpl_with_plain() -> None:
+    """The rows from GetRecords' responses: the parse against aiobotocore's, and
+    KPL-100 held to at least plain records' rate."""
+    result = _hotpath()
+    result["responses"] = {
+        "codec": "isal",
+        "parse_us_per_record": {"botocore": 9.0, "lander": 6.0},
+        "variants": {
+            "plain isal": {"records_per_cpu_second": 80_000},
+            "kpl_100 isal": {"records_per_cpu_second": 120_000},
+        },
+    }
+    result["compiled_responses"] = {
+        **result["responses"],
+        "variants": {
+            "plain isal": {"records_per_cpu_second": 100_000},
+            "kpl_100 isal": {"records_per_cpu_second": 90_000},
+        },
+    }
+    lines = summary_table({"hotpath": result}).splitlines()
+    parse = next(line for line in lines if "response parsed, plain records |" in line)
+    assert "6.00 us/record" in parse
+    assert "1.50x faster" in parse
+    kpl = [line for line in lines if "from the GetRecords response, KPL" in line]
+    assert len(kpl) == 2
+    assert "1.50x" in kpl[0]
+    assert ">= plain: met" in kpl[0]
+    assert "0.90x" in kpl[1]
+    assert "**missed**" in kpl[1]
