@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from consumer.aws import epoch_timestamp
 from consumer.eventstream import TolerantJSONParser
-from consumer.fastparse import b64decode
+from consumer.fastparse import FastJSONParsing, b64decode
 from consumer.stream.kinesis import to_record
 
 _MODELS = botocore.session.get_session()
@@ -201,3 +201,39 @@ def test_parsed_records_become_kinesis_records(raw: dict[str, Any]) -> None:
 def test_a_record_without_a_sequence_number_is_refused() -> None:
     with pytest.raises(ValueError, match="not a Kinesis sequence number"):
         to_record({"SequenceNumber": "12a", "PartitionKey": "k", "Data": b"", "Arrival": 0})
+
+
+_SUBSCRIBE: Any = KINESIS.operation_model("SubscribeToShard").output_shape
+EVENTS: Any = _SUBSCRIBE.members["EventStream"]
+
+
+@settings(max_examples=100)
+@given(items=st.lists(records | odd_records, max_size=4), ascii_only=st.booleans())
+def test_subscribe_to_shard_events_parse_as_botocore_parses_them(
+    items: list[Any], ascii_only: bool
+) -> None:
+    """Enhanced fan-out: the event-stream parser the lander's clients use walks an
+    event's records the same way, to the same values."""
+    ours = TolerantJSONParser(timestamp_parser=epoch_timestamp)._event_stream_parser
+    stock: Any = AioJSONParser(timestamp_parser=epoch_timestamp)
+    theirs = stock._event_stream_parser
+    assert isinstance(ours, FastJSONParsing)
+    assert not isinstance(theirs, FastJSONParsing)
+    body = dumps(
+        {"Records": items, "ContinuationSequenceNumber": "1", "MillisBehindLatest": 0}, ascii_only
+    )
+    response = {
+        "body": body,
+        "headers": {":event-type": "SubscribeToShardEvent", ":message-type": "event"},
+        "status_code": 200,
+    }
+    found = [parse_with(parser, response) for parser in (ours, theirs)]
+    assert "SubscribeToShardEvent" in str(found[1]) or found[1][0] == "raised"
+    assert same(*found), found
+
+
+def parse_with(parser: Any, response: dict[str, Any]) -> Any:
+    try:
+        return asyncio.run(parser.parse(response, EVENTS))
+    except Exception as exc:  # the failure is the value compared
+        return ("raised", type(exc), str(exc))
