@@ -253,11 +253,17 @@ def kpl_keeps_up(result: dict[str, Any]) -> dict[str, bool]:
     mode (``isal``, ``isal compiled``, ...), from decoded records and (``... from the
     response``) from GetRecords' responses."""
     found = _keeps_up(result["variants"])
-    for key, mode in (("responses", ""), ("compiled_responses", " compiled")):
-        if key in result:
-            keeps = _keeps_up(result[key]["variants"])
-            found.update({f"{name}{mode} from the response": ok for name, ok in keeps.items()})
+    for mode, responses in response_runs(result):
+        keeps = _keeps_up(responses["variants"])
+        found.update({f"{name}{mode} from the response": ok for name, ok in keeps.items()})
     return found
+
+
+def response_runs(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The result's measurements from GetRecords' responses, each with its mode (``""``
+    or ``" compiled"``)."""
+    runs = (("responses", ""), ("compiled_responses", " compiled"))
+    return [(mode, result[key]) for key, mode in runs if key in result]
 
 
 def _keeps_up(variants: dict[str, Any]) -> dict[str, bool]:
@@ -300,10 +306,7 @@ def render(result: dict[str, Any]) -> str:
             + ", ".join(f"{k} {v:,}" for k, v in result["compiled_baselines"].items())
             + ")"
         )
-    for key, mode in (("responses", ""), ("compiled_responses", " compiled")):
-        found = result.get(key)
-        if found is None:
-            continue
+    for mode, found in response_runs(result):
         parse = found["parse_us_per_record"]
         gain = parse["botocore"] / parse["lander"]
         lines.append(
