@@ -6,8 +6,8 @@ session is ``local[*]`` with a small shuffle: 200 shuffle partitions for a few h
 MB turns into 200 tiny tasks, the largest single cost measured on 2 cores.
 
 A fresh JVM's fixed cost is half of a small nightly run's CPU (docs/benchmarks.md), so
-``lander compact`` and ``lander analyse`` (not the tests, the demo or a notebook) start
-theirs with two more options (:class:`JvmPlan`):
+``lander compact`` and ``lander analyse`` (not a notebook) start theirs with two more
+options (:class:`JvmPlan`; the demo and the tests' session take C1 alone):
 
 - an **AppCDS archive** of the classes a run loads (``LANDER_SPARK_CDS``: a file, or
   ``off``; by default one per PySpark and Java under ``$XDG_CACHE_HOME`` or ``~/.cache``).

@@ -330,14 +330,19 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
     from sparkjobs.catalog import table_ref
     from sparkjobs.compact import CompactJob, compact
     from sparkjobs.compacted import read
-    from sparkjobs.session import get_session
+    from sparkjobs.session import C1_BELOW_BYTES, JvmPlan, get_session
     from sparkjobs.table import open_table
     from sparkjobs.window import Window
 
     compacted = (workdir / "compacted").as_uri()
     reports = (workdir / "reports").as_uri()
     say(f"starting Spark ({spec.spark_master}) to compact and analyse")
-    spark = get_session(spec.spark_master, app="lander-demo")
+    # The JIT rule `lander compact` follows: C1 only for a small archive (a demo's is),
+    # which halves the Spark side's CPU here; no class archive (writing one costs more
+    # than one demo's start saves).
+    landed = sum(path.stat().st_size for path in archive.rglob("*") if path.is_file())
+    jvm = JvmPlan(class_archive=None, c1_only=landed < C1_BELOW_BYTES)
+    spark = get_session(spec.spark_master, app="lander-demo", jvm=jvm)
     transport = producer_dups = rows = distinct = 0
     report = ""
     ids: set[str] = set()
