@@ -9,7 +9,7 @@ EMULATORS := consumer/cli/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install emulators demo chaos test test-fast soak lint format bench spark-package s3a-jars validate-deploy image-check clean
+.PHONY: install emulators demo chaos test test-deep test-profile coverage-check test-fast soak lint format bench spark-package s3a-jars validate-deploy image-check clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
@@ -30,17 +30,39 @@ DEMO_ARGS ?=
 demo: install
 	$(BIN)/lander demo $(DEMO_ARGS)
 
-## The test suite: unit, property, contract and emulator-backed process tests, with
-## branch coverage of consumer/ and sparkjobs/ printed at the end (a report, no
-## threshold; worker processes the tests start are not measured). The 25 slowest tests
-## are listed too, so CI's log shows where the suite's time goes.
+## The tests, in two tiers (docs/development.md), spread over TEST_WORKERS processes
+## (pytest-xdist; the Spark tests share one worker and its JVM). `make test`, the README's
+## command: every unit, property and contract test and one end-to-end test of each
+## capability, none slower than 20 s (a slower one fails the run: mark it deep), with
+## branch coverage of consumer/ and sparkjobs/ printed at the end (worker processes the
+## tests start are not measured). `make test-deep`: the rest (the chaos matrix, each
+## scenario in every mode, long process and Spark runs); its coverage figure is both
+## tiers' together, when `make test` ran first. Each prints its 25 slowest tests, and
+## `make test-profile` every test's time and CPU.
+TEST_WORKERS ?= 3
+XDIST = -n $(TEST_WORKERS) --dist loadgroup
 test: install
-	$(BIN)/pytest --cov --cov-report=term --durations=25 $(PYTEST_ARGS)
+	@echo "make test: the fast tier on $(TEST_WORKERS) workers (the install above is not counted)"
+	$(BIN)/python -m pytest $(XDIST) --tier fast --cov --cov-report=term --durations=25 $(PYTEST_ARGS)
+
+test-deep: install
+	$(BIN)/python -m pytest $(XDIST) --tier deep --cov --cov-append --cov-report=term --durations=25 $(PYTEST_ARGS)
+
+## Both tiers' coverage together (after `make test` and `make test-deep`), held at 85 %.
+COVERAGE_FLOOR ?= 85.0
+coverage-check: $(PY_STAMP)
+	$(BIN)/coverage report --fail-under=$(COVERAGE_FLOOR) | tail -n 1
+
+## Every test (both tiers) with its wall time and CPU, one worker, no coverage: the 30
+## dearest and the totals by file and marker (.cache/test-profile.jsonl keeps the rows).
+test-profile: install
+	$(BIN)/python -m pytest -p tests.support.profile --tier all -q $(PYTEST_ARGS); \
+	status=$$?; $(BIN)/python -m tests.support.profile .cache/test-profile.jsonl; exit $$status
 
 ## Only the tests that need no emulator, no Spark JVM and start no process; starting
 ## one fails the test (TEST_FAST_NO_PROCESSES, see tests/conftest.py).
 test-fast: $(PY_STAMP)
-	TEST_FAST_NO_PROCESSES=1 $(BIN)/pytest -m 'not emulator and not processes and not spark' $(PYTEST_ARGS)
+	TEST_FAST_NO_PROCESSES=1 $(BIN)/python -m pytest -m 'not emulator and not processes and not spark' $(PYTEST_ARGS)
 
 ## The chaos run on its own: `make chaos CHAOS_ARGS="--seed 42"` replays a run,
 ## `make chaos CHAOS_ARGS="--profile soak --minutes 30"` is the long soak.

@@ -1,4 +1,5 @@
-"""Exactly once under chaos: the short profile in every CI run, the soak on demand."""
+"""Exactly once under chaos: the short profile in every CI run (`make test-deep`), the soak
+on demand."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def _seed() -> int:
     return int(os.environ.get("CHAOS_SEED") or random.randrange(1_000_000))
 
 
+@pytest.mark.deep  # 80-100 s each: the chaos matrix
 @pytest.mark.emulator
 @pytest.mark.processes
 @pytest.mark.timeout(900)

@@ -16,6 +16,8 @@ pytestmark = [
     pytest.mark.processes,
     pytest.mark.spark,  # the demo ends with a compaction
     pytest.mark.timeout(420),
+    # The README's first command, end to end: ~64 s of which 40 are Spark's first jobs.
+    pytest.mark.fast_tier_budget(150, "the fast tier's one run of the whole pipeline"),
 ]
 
 

@@ -30,6 +30,7 @@ SUITES = (
 )
 
 
+@pytest.mark.deep  # ~65 s: compiles eight modules with mypyc, then runs their tests again
 @pytest.mark.processes  # compiles and tests in child processes
 @pytest.mark.skipif(not can_compile(), reason="no C compiler on this machine")
 def test_the_compiled_hot_path_passes_the_hot_path_tests(tmp_path: Path) -> None:

@@ -27,12 +27,15 @@ FAILOVER = 3.0
 LANDING = {"LANDER_FLUSH_SECONDS": "1", "LANDER_MAX_RECORDS_PER_FILE": "40"}
 
 
-@pytest.fixture(params=["polling", "efo"])
+# The efo twins (17-22 s each) are in the deep tier: the fan-out contract tests hold both
+# read modes to the same records, and the fast tier reads through fan-out end to end in
+# tests/lifecycle/test_many_streams.py.
+@pytest.fixture(params=["polling", pytest.param("efo", marks=pytest.mark.deep)])
 def make_cluster(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Callable[..., Cluster]]:
-    """Clusters landing into a fresh bucket, in each read mode (efo on kinesis-local);
-    every worker is stopped by PID at the end."""
+    """Clusters landing into a fresh bucket, in each read mode (efo on kinesis-local, in
+    the deep tier); every worker is stopped by PID at the end."""
     made: list[Cluster] = []
     if request.param == "efo":
         env: dict[str, str] = request.getfixturevalue("fanout_stack").env()
@@ -127,6 +130,7 @@ def test_lease_table_deleted_mid_run_archive_still_once(
     assert all(proc.poll() is None for proc in cluster.procs.values())
 
 
+@pytest.mark.deep  # ~15 s of real failover; the fencing contract tests are in the fast tier
 def test_zombie_racing_the_new_owner_adds_no_duplicate(
     make_cluster: Callable[..., Cluster],
 ) -> None:

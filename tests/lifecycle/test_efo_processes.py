@@ -18,7 +18,7 @@ from consumer.cli.harness import wait_until
 from tests.lifecycle.test_worker_processes import reshard_parents_before_children
 from tests.support.cluster import REPO, Cluster
 
-pytestmark = [pytest.mark.emulator, pytest.mark.processes]
+pytestmark = [pytest.mark.deep, pytest.mark.emulator, pytest.mark.processes]  # ~21 s each
 
 
 @pytest.fixture

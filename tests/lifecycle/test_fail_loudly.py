@@ -154,6 +154,7 @@ def test_the_readme_processor_example_works_as_written(
     assert "processor mypackage.processors:PrintProcessor" in done.stdout
 
 
+@pytest.mark.deep  # 13-20 s of real failover and probing
 def test_a_worker_that_cannot_land_gives_back_and_the_fleet_lands_everything(
     make_cluster: Callable[..., Cluster],
 ) -> None:

@@ -55,6 +55,7 @@ def _create(cluster: Cluster, name: str, shards: int) -> None:
     wait_stream_active(cluster.kinesis, name)
 
 
+@pytest.mark.deep  # ~20 s; the fast tier reads many streams in the efo test below
 def test_three_streams_on_three_workers_exactly_once_with_one_created_and_one_deleted(
     make_cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:

@@ -59,6 +59,7 @@ def _wait_table(
         ) from None
 
 
+@pytest.mark.deep  # ~14 s, and a hand-off timed against failover (flaky beside a loaded fast tier)
 def test_balance_steal_and_graceful_leave(make_cluster: Callable[..., Cluster]) -> None:
     """Three workers settle 2/2/2; a fourth steals its share; one leaving hands off
     faster than expiry would move its shards (the failover time at least); every record
@@ -145,6 +146,7 @@ def test_kill_9_failover_redelivers_after_checkpoint_and_loses_nothing(
     assert took <= FAILOVER + RENEW + 3.0, took
 
 
+@pytest.mark.deep  # ~13 s of real failover; the fencing contract tests are in the fast tier
 def test_sigstop_zombie_processes_nothing_after_waking(
     make_cluster: Callable[..., Cluster],
 ) -> None:
@@ -252,6 +254,7 @@ def test_lease_table_deleted_mid_run_recovers_from_initial_position(
     assert json.loads(json.dumps(cluster.owners()))
 
 
+@pytest.mark.deep  # ~15 s, and about the scan mode only (the deep tier holds scan's runs)
 def test_a_rolling_upgrade_over_a_scan_fleet_follows_it_then_a_restart_takes_the_board(
     aws_env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -26,7 +26,7 @@ from sparkjobs.catalog import table_ref
 from sparkjobs.compacted import current_files, window_entries
 from sparkjobs.window import Window
 
-pytestmark = [pytest.mark.processes, pytest.mark.spark]
+pytestmark = [pytest.mark.deep, pytest.mark.processes, pytest.mark.spark]  # two JVMs: ~85 s
 
 STREAM = "orders"
 DAY = "2026-11-21"

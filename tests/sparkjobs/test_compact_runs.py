@@ -115,6 +115,7 @@ def _compact_both(
     )
 
 
+@pytest.mark.deep  # ~17 s of Spark runs; test_dedupe_model holds the rule in the fast tier
 def test_runs_before_and_after_late_data_publish_the_from_scratch_rows(
     spark: SparkSession, tmp_path: Path
 ) -> None:

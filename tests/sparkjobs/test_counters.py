@@ -43,6 +43,7 @@ def registered(spark: SparkSession) -> SparkSession:
     ),
     sequence=st.booleans(),
 )
+@pytest.mark.deep  # ~8 s: the Spark matrix (one aggregate and the counters)
 def test_one_aggregate_counts_as_the_counters_do(
     registered: SparkSession,
     hours: int,

@@ -62,6 +62,7 @@ def test_the_default_archive_is_per_pyspark_and_java_in_the_user_cache(
     assert class_archive() is None
 
 
+@pytest.mark.deep  # ~64 s: two JVMs, one of them writing the AppCDS archive
 @pytest.mark.processes
 def test_the_image_script_writes_the_archive_and_lander_compact_then_uses_it(
     tmp_path: Path,

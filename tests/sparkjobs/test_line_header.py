@@ -130,6 +130,7 @@ def fast(spark: SparkSession) -> SparkSession:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=st.lists(line(), min_size=50, max_size=150), fmt=st.sampled_from(["json", "raw"]))
+@pytest.mark.deep  # ~16 s: the Spark matrix (with and without the function)
 def test_any_line_parses_the_same_with_and_without_the_function(
     fast: SparkSession, lines: list[bytes], fmt: str
 ) -> None:

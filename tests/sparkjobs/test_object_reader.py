@@ -166,6 +166,7 @@ def _published(output: Path) -> list[tuple[Any, ...]]:
     return duckdb.execute(query).fetchall()
 
 
+@pytest.mark.deep  # ~14 s: the Spark matrix (the jar and the text reader)
 def test_both_readers_publish_the_same_archive(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -230,6 +231,7 @@ def test_by_path_reads_what_the_listing_names_and_nothing_else(
     assert lines(f"file://{odd}", len(body)) == [b"a", b"b", b"c", b"d"]
 
 
+@pytest.mark.deep  # ~11 s: the Spark matrix (by path and by folder)
 def test_a_clean_archive_is_read_by_path_with_the_same_rows(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,7 +29,8 @@ from sparkjobs.compacted import current_files
 from sparkjobs.window import Window
 from tests.support.cluster import REPO, Cluster
 
-pytestmark = [pytest.mark.emulator, pytest.mark.processes, pytest.mark.spark]  # spark-submit
+# ~68 s, two spark-submit JVMs: the deep tier (the demo runs the pipeline in the fast one).
+pytestmark = [pytest.mark.deep, pytest.mark.emulator, pytest.mark.processes, pytest.mark.spark]
 
 
 def _archive_lines(root: Path) -> list[dict[str, Any]]:

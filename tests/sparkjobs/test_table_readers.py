@@ -26,7 +26,8 @@ from sparkjobs.window import Window
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.spark, pytest.mark.processes]
+# ~40 s and a side venv: the deep tier (Spark's own reads of the table are in the fast one).
+pytestmark = [pytest.mark.deep, pytest.mark.spark, pytest.mark.processes]
 
 READERS = REPO / "tests" / "readers"
 STREAM = "orders"
