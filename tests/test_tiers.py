@@ -73,7 +73,7 @@ def test_the_fast_tier_fails_a_test_over_its_limit_and_runs_no_deep_one(tmp_path
     assert "3 passed, 1 deselected" in out
     assert "too slow for the fast tier" in out
     assert "checks/test_slow.py::test_slow: its call took" in out
-    assert "over the fast tier's 0 s: mark it deep" in out
+    assert "over the fast tier's 0 s (its limit times the load per core): mark it deep" in out
     assert "test_long_but_budgeted" not in out.split("too slow for the fast tier", 1)[1]
 
 
