@@ -24,7 +24,8 @@ from __future__ import annotations
 import multiprocessing.util
 import os
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -133,6 +134,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def _runqueue_wait() -> float:
+    """Seconds this thread has waited for a core (Linux schedstat; 0 where it is missing)."""
+    try:
+        return int(Path("/proc/thread-self/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Note how long the test's thread waited for a core during its call: the fast
+    tier's limit is on the time the test would take with a core of its own."""
+    waited = _runqueue_wait()
+    try:
+        return (yield)
+    finally:
+        item.user_properties.append(("runqueue_wait", _runqueue_wait() - waited))
+
+
 def load_factor() -> float:
     """The last minute's run queue per core, at least 1: how many tests' worth of work
     shared each core while the test that just ended ran."""
@@ -141,14 +161,15 @@ def load_factor() -> float:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Note a fast-tier test whose call ran over its limit (:data:`FAST_TIER_SECONDS` or
-    its ``fast_tier_budget``, times :func:`load_factor`; under xdist, on the controller,
-    which receives every worker's reports)."""
+    its ``fast_tier_budget``, times :func:`load_factor`), less the time its thread waited
+    for a core (under xdist, on the controller, which receives every worker's reports)."""
     if report.when != "call":
         return
-    limit = float(str(dict(report.user_properties).get("fast_tier_limit", FAST_TIER_SECONDS)))
-    limit *= load_factor()
-    if report.duration > limit:
-        _too_slow.append((report.nodeid, report.duration, limit))
+    properties = dict(report.user_properties)
+    limit = float(str(properties.get("fast_tier_limit", FAST_TIER_SECONDS))) * load_factor()
+    alone = report.duration - float(str(properties.get("runqueue_wait", 0.0)))
+    if alone > limit:
+        _too_slow.append((report.nodeid, alone, limit))
 
 
 def _refuse(*_: object, **__: object) -> Any:
@@ -209,7 +230,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("too slow for the fast tier", red=True)
         for test, seconds, limit in overruns:
             terminalreporter.line(
-                f"{test}: its call took {seconds:.1f} s, over the fast tier's "
+                f"{test}: its call took {seconds:.1f} s (not counting waits for a core), "
+                "over the fast tier's "
                 f"{limit:.0f} s (its limit times the load per core): mark it deep "
                 "(docs/development.md)"
             )
