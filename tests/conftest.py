@@ -33,6 +33,7 @@ import pytest_asyncio
 from hypothesis import settings
 
 from tests.support import groups
+from tests.support.load import load_factor
 
 # The project's modules are imported inside the fixtures, not here: an xdist worker
 # imports this file before pytest-cov starts measuring, so a module imported here would
@@ -151,12 +152,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         return (yield)
     finally:
         item.user_properties.append(("runqueue_wait", _runqueue_wait() - waited))
-
-
-def load_factor() -> float:
-    """The last minute's run queue per core, at least 1: how many tests' worth of work
-    shared each core while the test that just ended ran."""
-    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

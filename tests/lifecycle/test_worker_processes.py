@@ -8,7 +8,6 @@ with slack for a loaded 2-core CI machine, never performance targets.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import time
@@ -20,6 +19,7 @@ import pytest
 
 from consumer.cli.harness import wait_until
 from tests.support.cluster import Cluster
+from tests.support.load import load_factor
 
 pytestmark = [pytest.mark.emulator, pytest.mark.processes]
 
@@ -27,11 +27,6 @@ FAILOVER = 3.0
 RENEW = FAILOVER / 3
 LEAVE_FAILOVER = 6.0
 """The failover time of the graceful-leave test (see there)."""
-
-
-def _load_per_core() -> float:
-    """The last minute's run queue per core, at least 1."""
-    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 def _has_a_share(cluster: Cluster, name: str) -> bool:
@@ -96,7 +91,7 @@ def test_balance_steal_and_graceful_leave(make_cluster: Callable[..., Cluster]) 
         # Faster than expiry would move them: the failover time, stretched by the load per
         # core when the machine is oversubscribed (the deep tier runs this beside the chaos
         # runs, where a dozen table calls in a row took 6.7 s; alone, 1.5-3.1 s).
-        bound = LEAVE_FAILOVER * _load_per_core()
+        bound = LEAVE_FAILOVER * load_factor()
         sent = time.monotonic()
         cluster.signal(leaving, signal.SIGTERM)
         # The hand-off, from the signal to the table naming the new owners; the leaver's
