@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from consumer.cli.emulators import LocalStack
@@ -52,12 +53,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.workdir.mkdir(parents=True, exist_ok=True)
     engine = Engine(args.workdir, say)
+    say(
+        "storage: the kernel's overlay"
+        if engine.native
+        else "storage: fuse-overlayfs (this process may not mount an overlay)"
+    )
     try:
         engine.standin(base_image(REPO / "Dockerfile"))
-        for target, tag, compose_tag, build_args in TARGETS:
-            took = engine.build(REPO, target, tag, *build_args)
-            engine.podman("tag", tag, compose_tag)
-            say(f"built {target} as {tag} in {took:.0f} s ({engine.size_mb(tag):.0f} MB)")
+        build_all(engine, say)
         if not (args.build_only or args.no_smoke):
             run_smoke(engine, args.workdir)
         if not (args.build_only or args.no_compose):
@@ -73,6 +76,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_summary(engine)
     return 0
+
+
+def build_all(engine: Engine, say: Say) -> None:
+    """The first target alone, then the others at once.
+
+    Every target starts from the wheel stage (the mypyc compile), so the first build
+    leaves it in the layer cache and the others reuse it instead of compiling it again
+    side by side. Built one after another the targets kept one of the 2 cores idle."""
+
+    def one(target: str, tag: str, compose_tag: str, build_args: tuple[str, ...]) -> None:
+        took = engine.build(REPO, target, tag, *build_args)
+        engine.podman("tag", tag, compose_tag)
+        say(f"built {target} as {tag} in {took:.0f} s ({engine.size_mb(tag):.0f} MB)")
+
+    started = time.monotonic()
+    first, *rest = TARGETS
+    one(*first)
+    with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+        for done in [pool.submit(one, *target) for target in rest]:
+            done.result()
+    engine.timings["builds"] = time.monotonic() - started
 
 
 def run_smoke(engine: Engine, workdir: Path) -> None:
@@ -97,7 +121,7 @@ def print_summary(engine: Engine) -> None:
     print("\nimage                             size MB   build s")
     for target, tag, _, _ in TARGETS:
         print(f"{tag:32} {engine.size_mb(tag):8.0f} {engine.timings.get(target, 0):9.0f}")
-    for what in ("stand-in base", "smoke run", "compose run"):
+    for what in ("stand-in base", "builds", "smoke run", "compose run"):
         if what in engine.timings:
             print(f"{what:32} {'':8} {engine.timings[what]:9.0f}")
     print("image check passed")

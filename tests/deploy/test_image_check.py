@@ -105,6 +105,33 @@ def test_engine_keeps_its_storage_and_config_in_the_work_folder(tmp_path: Path) 
     conf = (tmp_path / "containers.conf").read_text()
     assert 'runtime = "runc"' in conf
     assert all(limit in conf for limit in engine.ULIMITS)
+    # fuse-overlayfs only where the kernel's overlay cannot be mounted.
+    assert ("fuse-overlayfs" in storage) is not tools.native
+
+
+def test_the_overlay_probe_answers_and_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert isinstance(engine.kernel_overlay(tmp_path), bool)
+    assert list(tmp_path.iterdir()) == []
+
+    def refused(argv: list[str], **_: object) -> object:
+        raise FileNotFoundError(argv[0])
+
+    monkeypatch.setattr("subprocess.run", refused)
+    assert engine.kernel_overlay(tmp_path) is False
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    tools = engine.Engine(tmp_path / "work", engine.Say())
+    if not tools.native:
+        return
+    monkeypatch.setattr(engine, "kernel_overlay", lambda folder: False)
+    fallback = engine.Engine(tmp_path / "fallback", engine.Say())
+    assert (
+        'mount_program = "/usr/bin/fuse-overlayfs"'
+        in (tmp_path / "fallback" / "storage.conf").read_text()
+    )
+    assert not fallback.native
 
 
 def _load_override(text: str) -> dict[str, Any]:
