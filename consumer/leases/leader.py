@@ -266,14 +266,30 @@ class Leader:
         """Read again a lease whose hand-off this leader asked and its view still shows
         pending after the receiver's wait (twice the failover time): the plan counts a
         pending move as made, so a request that vanished unseen (refused, withdrawn,
-        dropped) would hold the balance until the next sweep."""
+        dropped) would hold the balance until the next sweep. One that still stands
+        unacknowledged is delivered again (:meth:`_ask_again`)."""
         for key, at in sorted(self.asked.items()):
             lease = self.view.get(key)
             if lease is None or lease.handoff_to is None:
                 del self.asked[key]
             elif now - at >= 2 * self.worker.failover:
                 del self.asked[key]
-                await self._reread_lease(key)
+                await self._ask_again(await self._reread_lease(key))
+
+    async def _ask_again(self, lease: Lease | None) -> None:
+        """A request still unacknowledged after the receiver's wait: the receiver never
+        saw it. Its process was replaced (paused past the failover time, fenced, joined
+        again under its id with an empty incoming list) or the delivery was lost; the
+        request would stand for ever, counted by the plan as a move made. Deliver it
+        again (a request to a worker that is gone is replaced by the plan instead)."""
+        if lease is None or lease.handoff_to is None or lease.handoff_ack == lease.handoff_to:
+            return
+        receiver = self.worker.board.slots.get(lease.handoff_to)
+        if receiver is None or receiver.leaving or receiver.fenced:
+            return
+        self.asked[lease.key] = self.worker.clock()
+        self._log.info("lease hand-off delivered again", shard_id=lease.key, to=lease.handoff_to)
+        await self.worker.deliver(lease.handoff_to, [lease.key])
 
     async def take_back(self, board: Board) -> None:
         """Release leases this worker gave that their receivers never took, if the
