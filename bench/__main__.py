@@ -72,12 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="failover: LANDER_FAILOVER_SECONDS to measure, repeatable (default 10 and 3)",
     )
-    parser.add_argument(
-        "--coordination",
-        choices=("scan", "board"),
-        action="append",
-        help="failover: LANDER_COORDINATION to measure, repeatable (default both)",
-    )
     parser.add_argument("--kills", type=int, help="failover: kill -9 rounds per setting")
     parser.add_argument("--graceful", type=int, help="failover: SIGTERM rounds per setting")
     return parser
@@ -154,7 +148,6 @@ def _run(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
         failover = FailoverConfig(
             failover_seconds=tuple(args.failover or ((3.0,) if args.quick else (10.0, 3.0))),
-            coordinations=tuple(args.coordination or ("scan", "board")),
             kills=args.kills or (2 if args.quick else 5),
             graceful=args.graceful or (2 if args.quick else 5),
         )

@@ -64,6 +64,7 @@ class Run:
     checkpoints: int | None = None
     checkpoint_seconds: float | None = None
     lease_scan_seconds: float | None = None
+    """Kept for results of releases with scan coordination; None since."""
     duplicates: int = 0
     cpu_seconds: float = 0.0
     """CPU time of this (the bench) process during the run, start-up and stop included."""
@@ -344,7 +345,6 @@ async def worker_drain(
         stop_seconds=stop_seconds,
         checkpoints=tally.checkpoints,
         checkpoint_seconds=tally.checkpoint_seconds,
-        lease_scan_seconds=settings.scan_interval,
         duplicates=sum(max(0, tally.by_shard[s] - n) for s, n in expected.items()),
     )
 

@@ -38,8 +38,6 @@ class FailoverConfig:
     """What to measure."""
 
     failover_seconds: tuple[float, ...] = (10.0, 3.0)
-    coordinations: tuple[str, ...] = ("scan", "board")
-    """LANDER_COORDINATION values, each measured at every failover setting."""
     kills: int = 5
     graceful: int = 5
     shards: int = 4
@@ -128,9 +126,7 @@ def _watch(
     return owner_at - signalled, delivered, exit_at - signalled
 
 
-def measure_setting(
-    aws: LocalAws, failover: float, config: FailoverConfig, coordination: str = "scan"
-) -> dict[str, Any]:
+def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> dict[str, Any]:
     """Kill and SIGTERM rounds on a fresh stream and table, at one failover setting."""
     renew = failover / 3
     kinesis = boto3_client(aws.env, "kinesis")
@@ -138,7 +134,7 @@ def measure_setting(
     stream, lease_table = f"bench-failover-{suffix}", f"bench-failover-leases-{suffix}"
     create_stream(kinesis, stream, config.shards)
     hash_keys = shard_hash_keys(kinesis, stream)
-    workdir = RESULTS / "failover-work" / f"failover-{coordination}-{failover:g}s"
+    workdir = RESULTS / "failover-work" / f"failover-{failover:g}s"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     workers = Workers(
@@ -148,7 +144,6 @@ def measure_setting(
         # A metrics port, as every deploy file sets one: board workers wake each other there.
         {
             "LANDER_FAILOVER_SECONDS": f"{failover:g}",
-            "LANDER_COORDINATION": coordination,
             "LANDER_METRICS_PORT": "0",
         },
     )
@@ -239,7 +234,7 @@ def measure_setting(
     kills = [r for r in rounds if r.kind == "kill"]
     terms = [r for r in rounds if r.kind == "sigterm"]
     return {
-        "coordination": coordination,
+        "coordination": "board",
         "failover_seconds": failover,
         "renew_seconds": renew,
         "target_seconds": target,
@@ -280,13 +275,12 @@ def _summary(rounds: list[Round], bound: float) -> dict[str, Any]:
 def run_failover(aws: LocalAws, config: FailoverConfig) -> dict[str, Any]:
     """Every failover setting in turn; print and return the results."""
     settings = []
-    for coordination in config.coordinations:
-        for failover in config.failover_seconds:
-            progress(
-                f"failover {failover:g}s, {coordination}: {config.kills} kill -9 rounds, "
-                f"{config.graceful} SIGTERM rounds"
-            )
-            settings.append(measure_setting(aws, failover, config, coordination))
+    for failover in config.failover_seconds:
+        progress(
+            f"failover {failover:g}s: {config.kills} kill -9 rounds, "
+            f"{config.graceful} SIGTERM rounds"
+        )
+        settings.append(measure_setting(aws, failover, config))
     result = {"benchmark": "failover", "config": asdict(config), "settings": settings}
     print_failover(result)
     return result

@@ -7,8 +7,8 @@ in-memory stream, a processor that does nothing) in one process, in simulated ti
 (:mod:`bench.virtual_time`), against one in-memory lease table that bills every call as
 DynamoDB would (:class:`bench.billing.BilledLeaseStore`).
 
-Each size runs under both coordination modes (``scan``, the default, and ``board``:
-docs/consumer.md), four phases in one simulation:
+Each size runs four phases in one simulation (board coordination, docs/consumer.md;
+the scan coordination of earlier releases was measured here too until it was removed):
 
 - **cold start**: every worker starts at once on a table with no lease; the time until
   every shard is owned by a live worker and no worker holds two more than another
@@ -110,8 +110,7 @@ class _Member:
 class Fleet:
     """Workers sharing one billed table and one in-memory stream."""
 
-    def __init__(self, shards: int, seed: int, coordination: str = "scan") -> None:
-        self.coordination = coordination
+    def __init__(self, shards: int, seed: int) -> None:
         self.store = BilledLeaseStore()
         self.stream = MemoryStream(shards)
         self.shards = shards
@@ -126,7 +125,6 @@ class Fleet:
             lease_table="sim",
             worker_id=worker_id,
             archive="s3://sim/archive",
-            coordination=self.coordination,
         )
 
     def start(self, count: int) -> None:
@@ -251,11 +249,9 @@ async def _phase(
     }
 
 
-async def _simulate(
-    shards: int, workers: int, clock: VirtualClock, seed: int, coordination: str
-) -> dict[str, Any]:
-    fleet = Fleet(shards, seed, coordination)
-    result: dict[str, Any] = {"shards": shards, "workers": workers, "coordination": coordination}
+async def _simulate(shards: int, workers: int, clock: VirtualClock, seed: int) -> dict[str, Any]:
+    fleet = Fleet(shards, seed)
+    result: dict[str, Any] = {"shards": shards, "workers": workers, "coordination": "board"}
     try:
         fleet.start(workers)
         before = fleet.store.bill.copy()
@@ -280,16 +276,14 @@ async def _simulate(
     return result
 
 
-def simulate(
-    shards: int, workers: int, seed: int = 1, coordination: str = "scan"
-) -> dict[str, Any]:
+def simulate(shards: int, workers: int, seed: int = 1) -> dict[str, Any]:
     """One size, every phase, in simulated time; what it cost and how long it took."""
     clock = VirtualClock()
     began = time.process_time()
     state = random.getstate()
     random.seed(seed)  # the workers' jitter comes from the module's generator
     try:
-        result = virtual_time.run(_simulate(shards, workers, clock, seed, coordination), clock)
+        result = virtual_time.run(_simulate(shards, workers, clock, seed), clock)
     finally:
         random.setstate(state)
     result["simulated_seconds"] = round(clock.elapsed, 1)
@@ -300,20 +294,16 @@ def simulate(
 # -- the benchmark -----------------------------------------------------------------------
 
 
-MODES = ("board", "scan")
-
-
-def run_sizes(sizes: tuple[tuple[int, int], ...], modes: tuple[str, ...] = MODES) -> dict[str, Any]:
-    """Every size under each coordination mode, with KCL's figures beside it."""
+def run_sizes(sizes: tuple[tuple[int, int], ...]) -> dict[str, Any]:
+    """Every size, with KCL's figures beside it."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     found = []
-    for coordination in modes:
-        for shards, workers in sizes:
-            progress(f"scale: {coordination}, {shards} shards x {workers} workers")
-            gc.collect()
-            result = simulate(shards, workers, coordination=coordination)
-            result["kcl"] = kcl_costs(shards, workers)
-            found.append(result)
+    for shards, workers in sizes:
+        progress(f"scale: {shards} shards x {workers} workers")
+        gc.collect()
+        result = simulate(shards, workers)
+        result["kcl"] = kcl_costs(shards, workers)
+        found.append(result)
     renew = load_settings(stream="sim", lease_table="sim").renew_interval
     from bench.scale_load import HOT, hot_shards
 

@@ -7,7 +7,7 @@ through a counting proxy on loopback that labels each request the way
 :class:`bench.billing.BilledLeaseStore` labels its calls (board beats, renewals,
 Scans strong or eventual, ...). After the fleet is balanced, a steady window is
 counted and divided by shard-minutes, beside :func:`bench.scale.simulate` at the same
-size and mode. The stream is empty, as in the simulation: no checkpoints, only what
+size. The stream is empty, as in the simulation: no checkpoints, only what
 coordination itself costs.
 """
 
@@ -163,12 +163,12 @@ def _balanced(table: LeaseTable, workers: list[str]) -> bool:
     return sum(counts) == SHARDS and max(counts) - min(counts) <= 1
 
 
-def measure(aws: LocalAws, coordination: str) -> dict[str, Any]:
-    """One mode: 8 processes on 64 shards; calls per shard-minute of a steady window."""
+def measure(aws: LocalAws) -> dict[str, Any]:
+    """8 processes on 64 shards; calls per shard-minute of a steady window."""
     suffix = uuid.uuid4().hex[:8]
     stream, lease_table = f"bench-scale-{suffix}", f"bench-scale-leases-{suffix}"
     create_stream(boto3_client(aws.env, "kinesis"), stream, SHARDS)
-    workdir = RESULTS / "scale-work" / coordination
+    workdir = RESULTS / "scale-work" / "board"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     table = LeaseTable(boto3_client(aws.env, "dynamodb"), lease_table)
@@ -177,7 +177,7 @@ def measure(aws: LocalAws, coordination: str) -> dict[str, Any]:
             workdir,
             stream,
             lease_table,
-            {"LANDER_COORDINATION": coordination, "AWS_ENDPOINT_URL_DYNAMODB": proxy.url},
+            {"AWS_ENDPOINT_URL_DYNAMODB": proxy.url},
         )
         names = [f"w{n}" for n in range(1, WORKERS + 1)]
         try:
@@ -194,7 +194,7 @@ def measure(aws: LocalAws, coordination: str) -> dict[str, Any]:
             codes = workers.stop_all()
     scale = 60.0 / (SHARDS * STEADY_SECONDS)
     return {
-        "coordination": coordination,
+        "coordination": "board",
         "seconds_to_balance": round(balanced, 1),
         "calls": {name: round(n * scale, 3) for name, n in sorted(steady.items())},
         "exit_codes": codes,
@@ -202,14 +202,12 @@ def measure(aws: LocalAws, coordination: str) -> dict[str, Any]:
 
 
 def run_check(aws: LocalAws) -> dict[str, Any]:
-    """Both modes on the emulators, beside the simulation at the same size."""
-    found = []
-    for coordination in ("board", "scan"):
-        progress(f"scale check: {coordination}, {SHARDS} shards x {WORKERS} processes")
-        measured = measure(aws, coordination)
-        simulated = simulate(SHARDS, WORKERS, coordination=coordination)
-        measured["simulated_calls"] = simulated.get("steady", {}).get("calls", {})
-        found.append(measured)
+    """The fleet on the emulators, beside the simulation at the same size."""
+    progress(f"scale check: {SHARDS} shards x {WORKERS} processes")
+    measured = measure(aws)
+    simulated = simulate(SHARDS, WORKERS)
+    measured["simulated_calls"] = simulated.get("steady", {}).get("calls", {})
+    found = [measured]
     return {"shards": SHARDS, "workers": WORKERS, "steady_seconds": STEADY_SECONDS, "modes": found}
 
 

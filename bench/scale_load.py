@@ -29,7 +29,7 @@ async def _hot(clock: VirtualClock, seed: int) -> dict[str, Any]:
     throughput of the others (as their checkpoints would report it): how long until
     they are on different workers and no hand-off is pending."""
     shards, workers = HOT
-    fleet = Fleet(shards, seed, "board")
+    fleet = Fleet(shards, seed)
     try:
         fleet.start(workers)
         if await fleet.until_balanced(clock, PHASE_LIMIT) is None:

@@ -57,7 +57,6 @@ CaseInsensitive = BeforeValidator(_lower)
 """Put on a ``Literal`` of lower-case choices: the value is lower-cased before the check."""
 
 LogFormat = Annotated[Literal["auto", "json", "console"], CaseInsensitive]
-Coordination = Annotated[Literal["auto", "scan", "board"], CaseInsensitive]
 LogLevel = Annotated[Literal["debug", "info", "warning", "error"], CaseInsensitive]
 PayloadFormat = Annotated[Literal["json", "raw"], CaseInsensitive]
 GzipCodec = Annotated[Literal["auto", "zlib", "isal"], CaseInsensitive]
@@ -157,26 +156,8 @@ class Settings(BaseSettings):
         gt=0,
         description="Heartbeat interval (default: failover_seconds / 3).",
     )
-    lease_scan_seconds: float | None = Field(
-        default=None,
-        gt=0,
-        description="How often the lease table is scanned to take, balance and observe "
-        "leases (default: 1 s, or half the heartbeat if that is shorter). Bounds how fast "
-        "a released lease is picked up, and how late an expiry is noticed.",
-    )
     shard_sync_seconds: float = Field(
         default=30.0, gt=0, description="How often the stream's shards are listed."
-    )
-    coordination: Coordination = Field(
-        default="auto",
-        description="How workers share shards. board: workers heartbeat on one board "
-        "item, a leader fences dead workers and assigns leases (read cost flat in the "
-        "number of workers; docs/consumer.md). scan: every worker scans the lease table "
-        "each second to judge expiry and balance (read cost grows with workers x shards; "
-        "the only mode of earlier releases). auto: the mode of the live workers on the table, "
-        "board where none run, so a rolling upgrade of a scan fleet stays in scan until "
-        "the fleet is stopped once. Every worker of a lease table must use the same mode: "
-        "an explicit mode refuses to start beside live workers of the other.",
     )
     read_mode: ReadMode = Field(
         default="polling",
@@ -509,16 +490,6 @@ class Settings(BaseSettings):
         return self.renew_seconds or self.failover_seconds / 3
 
     @property
-    def scan_interval(self) -> float:
-        """Seconds between lease-table scans.
-
-        A worker notices a still counter only when it scans, so takeover after a crash
-        takes up to failover + one scan; keeping the scan at most half a heartbeat
-        keeps that within failover + renew.
-        """
-        return self.lease_scan_seconds or min(1.0, self.renew_interval / 2)
-
-    @property
     def consumer_name(self) -> str:
         """The stream consumer's name in efo mode."""
         return self.efo_consumer or self.lease_table
@@ -667,6 +638,14 @@ RENAMED: dict[str, str] = {
 }
 """Settings that were replaced, and what replaced them: named in the error."""
 
+REMOVED: dict[str, str] = {
+    "LANDER_COORDINATION": "board coordination is the only mode now; see docs/operations.md, "
+    "Upgrading from a release with scan coordination",
+    "LANDER_LEASE_SCAN_SECONDS": "no worker scans the lease table to take leases any more "
+    "(the leader's sweep is LANDER_LEASE_SWEEP_SECONDS)",
+}
+"""Settings that were dropped with nothing in their place, and why: named in the error."""
+
 
 def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
     """One problem per ``LANDER_*`` variable that nothing reads, with the closest name.
@@ -683,6 +662,9 @@ def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
             continue
         if upper in RENAMED:
             found.append(f"{name} is no longer a setting (replaced by {RENAMED[upper]})")
+            continue
+        if upper in REMOVED:
+            found.append(f"{name} is no longer a setting ({REMOVED[upper]})")
             continue
         # Compare without the prefix every name shares, or anything looks close.
         close = difflib.get_close_matches(upper.removeprefix(PREFIX), suffixes, n=1)

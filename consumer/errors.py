@@ -11,8 +11,8 @@ clients that call AWS: each wraps them into its branch below::
     ├── RefusedError                   the environment refuses the worker (exit 3)
     │   ├── PreflightError             consumer.preflight: a start-up check failed
     │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
-    │   ├── MixedCoordinationError     consumer.leases.mixed: live workers of the
-    │   │                              other coordination mode share the table
+    │   ├── ForeignWorkersError        consumer.leases.foreign: another application
+    │   │                              renews leases in the table (KCL, an old release)
     │   ├── StreamGoneError            consumer.lifecycle.worker: the stream was deleted
     │   └── KmsKeyError                (consumer.landing.protection) the archive's KMS
     │                                  key is missing, disabled or cannot encrypt

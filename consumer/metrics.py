@@ -44,16 +44,15 @@ class LanderMetrics:
         self.leases_held = Gauge("lander_leases_held", "Leases this worker holds.", registry=r)
         self.leases_taken = Counter(
             "lander_leases_taken",
-            "Leases taken, by how: new (no owner), expired (owner stopped renewing), "
-            "handoff (given to this worker by its owner), assigned (given to this worker "
-            "by the leader, board coordination).",
+            "Leases taken, by how: assigned (given to this worker by the leader, free or "
+            "handed over by its owner).",
             ["how"],
             registry=r,
         )
         self.leases_stolen = Counter(
             "lander_leases_stolen",
-            "Hand-offs this worker asked of a live owner to balance the load (under board "
-            "coordination: the leader's requests, for any receiver).",
+            "Hand-offs this worker, as the leader, asked of a live owner to balance the "
+            "load, for any receiver.",
             registry=r,
         )
         self.leases_lost = Counter(

@@ -154,13 +154,14 @@ def test_kcl_defaults_give_the_documented_intervals() -> None:
 
 def test_lander_model_matches_the_operations_page() -> None:
     model = lander_model_per_minute(
-        4, 3, 6.0, renew_seconds=10 / 3, scan_seconds=1.0, shard_sync_seconds=30.0
+        4, 3, 6.0, renew_seconds=10 / 3, sweep_seconds=60.0, shard_sync_seconds=30.0
     )
-    # docs/operations.md, worked example: 72 renewals, 24 checkpoints, 186 Scans, 6 ListShards.
-    assert model["dynamodb UpdateItem (renew)"] == pytest.approx(72)
+    # docs/operations.md, worked example: 138 beats (the leader and the next in line
+    # every second, the third worker every 3.3 s), 24 checkpoints, 1 Scan, 2 ListShards.
+    assert model["dynamodb UpdateItem (renew)"] == pytest.approx(120 + 18)
     assert model["dynamodb UpdateItem (checkpoint)"] == 24
-    assert model["dynamodb Scan"] == pytest.approx(186)
-    assert model["kinesis ListShards"] == pytest.approx(6)
+    assert model["dynamodb Scan"] == pytest.approx(1)
+    assert model["kinesis ListShards"] == pytest.approx(2)
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ def _offending(module_prefix: str, allowed: Callable[[str, str], bool]) -> dict[
 def test_the_graph_is_read() -> None:
     """The checker sees the code (a rule over an empty graph would pass vacuously)."""
     assert "consumer.lifecycle.worker" in GRAPH
-    assert "consumer.leases.coordinator" in GRAPH["consumer.lifecycle.worker"]
+    assert "consumer.leases.board_coordinator" in GRAPH["consumer.lifecycle.worker"]
 
 
 def test_the_archive_format_stands_alone() -> None:

@@ -6,9 +6,10 @@ owner reported with its last heartbeat. Reading is one Scan and one ListShards; 
 never writes, so it is safe to run against a live table as often as you like.
 
 Lease age and "stale" come from the wall-clock stamp workers write for this view
-(``lastUpdateMs``); workers themselves never judge expiry by wall clock. Under board
-coordination leases are not renewed, so "stale" comes from the owner's slot instead:
-fenced, missing, or its last beat's stamp older than the failover time. The board
+(``lastUpdateMs``); workers themselves never judge expiry by wall clock. Leases are
+not renewed, so "stale" comes from the owner's board slot: fenced, missing, or its
+last beat's stamp older than the failover time (for an owner not on the board, a KCL
+worker's, from the lease's own stamp). The board
 adds one GetItem and a line per worker (joined order, leader first, leases, CPU). "Stalled"
 comes from the owner's own report with each heartbeat: records wait and the
 checkpoint has not moved for ``stall_seconds`` (a duration the owner measured).
@@ -48,12 +49,12 @@ class ShardStatus:
 
 
 STATES = {
-    "owned": "an owner is renewing the lease",
+    "owned": "an owner holds the lease (its board slot beats; a KCL owner renews it)",
     "stalled": "owned, but records wait and the checkpoint has not moved for the stall time",
     "stale": "the owner has not written the lease (board: not beaten) for longer than the "
     "failover time, or its board slot is fenced or gone",
     "handing-off": "another worker asked for the lease; the owner hands it over",
-    "free": "no owner; the next lease scan takes it",
+    "free": "no owner; the leader gives it to a worker",
     "waiting": "its parents are not read to their end yet",
     "finished": "read to its end (SHARD_END checkpointed)",
     "no-lease": "listed by the stream, no lease yet (a worker creates it on its next sync)",

@@ -1,12 +1,12 @@
 """The board: one lease-table item that shows which workers are alive, and the pure
-decisions of board coordination (``LANDER_COORDINATION=board``).
+decisions of board coordination.
 
 Scanning every lease to judge expiry costs every worker a read of the whole table per
-scan, so the table's read cost grows with workers x shards (docs/benchmarks.md,
-scale). On the board each worker instead has a *slot* in one item, keyed
-``lander-board``: a heartbeat counter it bumps with a conditional write that returns
-the whole item, so every worker watches every other worker's counter at the cost of
-its own write, and nobody scans to judge liveness.
+scan, so the table's read cost grows with workers x shards (the scan coordination of
+earlier releases; docs/benchmarks.md, scale). On the board each worker instead has a
+*slot* in one item, keyed ``lander-board``: a heartbeat counter it bumps with a
+conditional write that returns the whole item, so every worker watches every other
+worker's counter at the cost of its own write, and nobody scans to judge liveness.
 
 - **Expiry** is the KCL rule applied to slots: a slot whose counter stands still for
   the failover time on the observer's monotonic clock is expired. The worker that
@@ -96,9 +96,9 @@ def claim_slot(
     """Whether a process may take its worker id's slot: one live process per worker id.
 
     Two processes under one worker id would each take the other's leases as their own,
-    so the slot doubles as the claim on the id (scan coordination keeps a separate
-    item for it, :mod:`consumer.leases.identity`). ``first`` is the slot's counter as
-    this process first saw it while waiting, on its monotonic clock.
+    so the slot doubles as the claim on the id (:mod:`consumer.leases.identity`).
+    ``first`` is the slot's counter as this process first saw it while waiting, on its
+    monotonic clock.
 
     - No slot, a fenced one, or one this process wrote: ``join`` at once.
     - Another process's slot: ``wait`` and watch its counter; ``duplicate`` once it

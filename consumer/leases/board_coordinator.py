@@ -3,8 +3,8 @@ incoming leases and notices, and the leader's duties.
 
 The worker acts on its leases only within ``stale_after`` of the start of its last
 successful beat (:meth:`ensure_valid` beats first when that is older), and its lease
-writes stay fenced by counter and owner as under scan coordination. Lease renewals are
-gone: a lease's counter moves when it is taken, checkpointed, handed over or released.
+writes are fenced by counter and owner. No lease is renewed: a lease's counter moves
+when it is taken, checkpointed, handed over or released.
 
 - **Incoming** (a key the leader gave, or a hand-off to this worker): read the lease
   strongly; if it names this worker, take it (a fenced write) and start the shard; if
@@ -230,10 +230,6 @@ class BoardCoordinator(LeaseCoordinator):
         if not self.fresh():
             await self.beat()
             self._check(held)
-
-    async def renew_all(self) -> tuple[list[str], list[str]]:
-        """Nothing to renew: the beat is the heartbeat."""
-        return [], []
 
     async def checkpoint(self, key: str, checkpoint: Checkpoint) -> Lease:
         """Write a checkpoint; a hand-off acknowledged by its receiver is noticed here."""

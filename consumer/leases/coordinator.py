@@ -1,13 +1,10 @@
-"""One worker's side of the lease protocol: what it holds, heartbeats, fenced writes.
+"""What a worker holds and the fenced writes it makes under its leases.
 
-The coordinator carries out what :mod:`.decisions` decides and keeps, for each lease it
-holds, the monotonic time at which its last successful fenced write *started*. Other
-workers can only expire the lease ``failover`` seconds after they first saw the
-counter that write produced, which is after that start, so until ``start + failover``
-no one else can have taken it. Before handing records to a processor or writing a
-checkpoint the worker checks that it is well inside that window, and renews first
-when it is not (after a pause such as SIGSTOP, a long GC or a stalled event loop):
-a frozen worker that wakes up learns it lost its leases before it does anything else.
+:class:`LeaseCoordinator` is the part of a worker's coordination that does not depend
+on how leases are given: the leases held, the checkpoint (fenced by owner and counter),
+giving a lease up or handing it on. :class:`consumer.leases.board_coordinator.
+BoardCoordinator` adds the rest (the board slot, the beat, the leader) and decides when
+a held lease is still certainly this worker's (:meth:`LeaseCoordinator.ensure_valid`).
 """
 
 from __future__ import annotations
@@ -21,12 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from consumer.leases.decisions import (
-    Seen,
-    observe,
-    plan_acquisitions,
-    ready_keys,
-)
+from consumer.leases.decisions import ready_keys
 from consumer.leases.model import Lease, LeaseLostError, ShardLoad, ShardReport
 from consumer.leases.store import LeaseStore, TableMissingError
 from consumer.sequence import Checkpoint
@@ -48,16 +40,8 @@ class HeldLease:
     handoff_to: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PassResult:
-    """What a lease pass changed: leases gained, and hand-offs asked of us."""
-
-    taken: tuple[Lease, ...] = ()
-    handoffs: tuple[str, ...] = ()
-
-
 class LeaseCoordinator:
-    """Takes, renews, checkpoints and gives up leases for one worker."""
+    """Checkpoints and gives up the leases one worker holds."""
 
     def __init__(
         self,
@@ -85,12 +69,10 @@ class LeaseCoordinator:
         self.clock = clock or time.monotonic
         self.rng = rng or random.Random()
         self.held: dict[str, HeldLease] = {}
-        self.seen: dict[str, Seen] = {}
         self.listed_shards: set[str] | None = None
         self.consumes: Callable[[str], bool] = _every_lease
         """Whether this worker reads a lease's stream (a multi-stream worker reads the
         streams it has lanes for; other leases are never ready here)."""
-        self._owned_elsewhere: list[str] = []
         # A lease is revalidated before use once its last write is this old.
         self.stale_after = min(1.5 * renew_interval, 0.5 * failover)
         self._log = log.bind(worker_id=worker_id)
@@ -98,8 +80,6 @@ class LeaseCoordinator:
     def ready(self, leases: Iterable[Lease]) -> set[str]:
         """Leases that may be processed now, of the streams this worker reads."""
         return {key for key in ready_keys(leases, self.listed_shards) if self.consumes(key)}
-
-    # -- scanning and acquiring ------------------------------------------------------
 
     async def read_table(self, *, consistent: bool = True) -> list[Lease]:
         """Every lease; a missing table (deleted under us) is created again, empty."""
@@ -110,170 +90,9 @@ class LeaseCoordinator:
             await self.store.ensure_table()
             return []
 
-    async def scan(self) -> list[Lease]:
-        """Read the table and fold it into what this worker has seen."""
-        leases = await self.read_table()
-        self.seen = observe(self.seen, leases, self.clock())
-        self._owned_elsewhere = [
-            lease.key
-            for lease in leases
-            if lease.owner not in (None, self.worker_id) and not lease.finished
-        ]
-        return leases
-
-    def next_expiry(self) -> float | None:
-        """When (on this worker's clock) the first lease owned elsewhere would expire,
-        if its counter stays still: the worker scans then, not a scan interval later."""
-        times = [self.seen[key].since + self.failover for key in self._owned_elsewhere]
-        return min(times) if times else None
-
-    async def lease_pass(self, *, acquire: bool = True) -> PassResult:
-        """One pass: scan, notice hand-off requests, take and steal as planned.
-
-        With ``acquire`` false (a worker that cannot land) it takes and asks for
-        nothing, and passes on at once any lease that names it as owner without its
-        holding it (a hand-off it had asked for arriving late).
-        """
-        leases = await self.scan()
-        if not acquire:
-            await self._release_unheld(leases, "this worker cannot land")
-            return PassResult()
-        handoffs = tuple(
-            lease.key
-            for lease in leases
-            if lease.key in self.held
-            and lease.handoff_to is not None
-            and lease.owner == self.worker_id
-            and self._note_handoff(lease)
-        )
-        plan = plan_acquisitions(
-            self.worker_id,
-            leases,
-            set(self.held),
-            self.seen,
-            now=self.clock(),
-            failover=self.failover,
-            ready=self.ready(leases),
-            rng=self.rng,
-        )
-        taken = []
-        for lease in plan.take:
-            got = await self._take(lease)
-            if got is not None:
-                taken.append(got)
-        for lease in plan.handoffs:
-            if not await self.store.request_handoff(lease, self.worker_id):
-                continue
-            if self.metrics is not None:
-                self.metrics.leases_stolen.inc()
-            self._log.info(
-                "lease hand-off requested",
-                shard_id=lease.key,
-                owner=lease.owner,
-                target=plan.target,
-            )
-        return PassResult(tuple(taken), handoffs)
-
-    async def release_unheld(self) -> None:
-        """Release every lease the table says is this worker's but it does not hold: one
-        handed to it that it has not taken yet. A stopping worker calls this after giving
-        up what it holds; otherwise such a lease would wait for the failover time. Its
-        own pending hand-off requests are withdrawn first, so an owner cannot hand it a
-        lease after it is gone."""
-        await self._release_unheld(await self.read_table(), "this worker is stopping")
-
-    async def _release_unheld(self, leases: list[Lease], why: str) -> None:
-        for lease in leases:
-            if (
-                lease.handoff_to == self.worker_id
-                and lease.owner != self.worker_id
-                and not await self.store.withdraw(lease.key, self.worker_id)
-            ):
-                # Not named any more: transferred to this worker just now, perhaps.
-                lease = await self.store.get_lease(lease.key) or lease  # noqa: PLW2901
-            if lease.owner == self.worker_id and lease.key not in self.held:
-                try:
-                    await self.store.release(lease)
-                except LeaseLostError:
-                    continue
-                self._log.info("lease passed on", shard_id=lease.key, why=why)
-
-    def _note_handoff(self, lease: Lease) -> bool:
-        held = self.held[lease.key]
-        if held.handoff_to is not None:
-            return False
-        held.handoff_to = lease.handoff_to
-        return True
-
-    async def _take(self, lease: Lease) -> Lease | None:
-        started = self.clock()
-        try:
-            taken = await self.store.take(lease, self.worker_id)
-        except LeaseLostError:
-            return None
-        self.held[taken.key] = HeldLease(taken, started)
-        expired = lease.owner not in (None, self.worker_id)
-        if self.metrics is not None:
-            how = "new" if lease.owner is None else "expired" if expired else "handoff"
-            self.metrics.leases_taken.labels(how).inc()
-        self._log.info(
-            "lease taken",
-            shard_id=taken.key,
-            previous_owner=lease.owner,
-            expired=expired,
-            counter=taken.counter,
-        )
-        return taken
-
-    # -- heartbeats ------------------------------------------------------------------
-
-    async def renew_all(self) -> tuple[list[str], list[str]]:
-        """Renew every held lease; returns (lost keys, keys with a hand-off request)."""
-        keys = list(self.held)
-        results = await asyncio.gather(*(self.renew(key) for key in keys), return_exceptions=True)
-        lost: list[str] = []
-        handoffs: list[str] = []
-        for key, result in zip(keys, results, strict=True):
-            if isinstance(result, LeaseLostError):
-                lost.append(key)
-            elif isinstance(result, BaseException):
-                self._log.warning("lease renewal failed", shard_id=key, error=repr(result))
-                if self._too_old(key):
-                    self._mark_lost(key, "renewals failed for the failover time")
-                    lost.append(key)
-            elif result:
-                handoffs.append(key)
-        return lost, handoffs
-
-    async def renew(self, key: str) -> bool:
-        """Heartbeat one lease; True if a hand-off has just been requested of it."""
-        held = self._held(key)
-        async with held.lock:
-            self._check(held)
-            started = self.clock()
-            try:
-                held.lease = await self.store.renew(
-                    held.lease, self.lag_ms.get(key), self.reports.get(key)
-                )
-            except LeaseLostError as exc:
-                self._mark_lost(key, exc.reason)
-                raise
-            held.renewed_at = started
-        if held.lease.handoff_to is not None and held.handoff_to is None:
-            held.handoff_to = held.lease.handoff_to
-            return True
-        return False
-
     async def ensure_valid(self, key: str) -> None:
         """Raise LeaseLostError unless the lease is certainly still ours right now."""
-        held = self._held(key)
-        self._check(held)
-        if self.clock() - held.renewed_at >= self.stale_after:
-            await self.renew(key)
-
-    def _too_old(self, key: str) -> bool:
-        held = self.held.get(key)
-        return held is not None and self.clock() - held.renewed_at >= self.failover
+        raise NotImplementedError
 
     # -- fenced writes by the owner ----------------------------------------------------
 

@@ -71,8 +71,9 @@ class ShardReport:
 
 
 RESERVED_PREFIX = "lander-"
-"""Lease-table items whose key starts with this are the lander's own (worker-id claims,
-the board), not shard leases; shard ids never start with it."""
+"""Lease-table items whose key starts with this are the lander's own (the board, and
+worker-id claims earlier releases wrote), not shard leases; shard ids never start with
+it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +86,8 @@ class ShardLoad:
 
 
 WORKER_KEY_PREFIX = "lander-worker:"
-"""Lease-table items whose key starts with this are worker-id claims, not shard
-leases (see :mod:`consumer.leases.identity`); shard ids never start with it."""
+"""Worker-id claims that releases with scan coordination wrote; a table they used may
+still hold some (skipped as :data:`RESERVED_PREFIX` items; safe to delete)."""
 
 
 def wall_ms() -> int:

@@ -1,12 +1,12 @@
 """What a board worker reports besides its beat: its CPU use, and troubled shards.
 
-Under scan coordination every renewal carries the shard's :class:`ShardReport` into its
-lease, so ``lander status`` shows a shard that keeps failing, with its error. Board
-workers renew no leases and a failing shard does not checkpoint, so without more its
-error would be in the metrics and the logs only. :class:`TroubleReports` decides when
-a board worker writes a report into a lease (a fenced write, as a renewal): while the
-shard's processor keeps failing, at most once per renew interval, and once more when it
-recovers, to clear the error. Healthy shards cost nothing.
+``lander status`` shows a shard that keeps failing, with its error, from the
+:class:`ShardReport` in its lease. Workers renew no leases and a failing shard does not
+checkpoint, so without more its error would be in the metrics and the logs only.
+:class:`TroubleReports` decides when a worker writes a report into a lease (a fenced
+write, as KCL's renewal is): while the shard's processor keeps failing, at most once
+per renew interval, and once more when it recovers, to clear the error. Healthy shards
+cost nothing.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The worker: one supervising coroutine over the lease, renew and shard-sync loops
-and a task per owned shard.
+"""The worker: one supervising coroutine over the beat, lead and shard-sync loops and a
+task per owned shard.
 
 Retriable failures in a loop (:func:`consumer.errors.is_retriable`: throttling, 5xx,
 timeouts, a missing table) are logged and retried on the next pass (the lease
@@ -11,8 +11,8 @@ never vanish.
 
 Graceful shutdown (SIGTERM/SIGINT): stop taking leases; ask every shard to finish the
 batch in hand, call ``shutdown_requested`` (where the processor lands and checkpoints)
-and release its lease, so another worker takes it over on its next scan; keep
-heartbeating meanwhile; give up after ``shutdown_seconds`` and release what is left.
+and hand its lease to the receiver the leader names (or release it, for the leader to
+give); keep beating meanwhile; give up after ``shutdown_seconds`` and release what is left.
 
 A worker that cannot land gives its shards back. When one shard's processor has
 failed ``landing_failures`` times in a row, the worker runs its processor's probe (the
@@ -22,8 +22,9 @@ asks for none, and probes again with backoff until a probe passes. If the probe
 passes (or the processor has none), the shard is retried in place and reported as
 stuck (checkpoint age, pending records, last error) in the metrics and the lease.
 
-Before any of that the worker claims its id (:mod:`consumer.leases.identity`): a
-second live process under the same id is refused.
+Before any of that the worker refuses a table where another application renews leases
+(:mod:`consumer.leases.foreign`) and claims its id with its board slot
+(:mod:`consumer.leases.identity`): a second live process under the same id is refused.
 
 A worker reads one stream, or several (``LANDER_STREAMS``): one lane per stream
 (:mod:`consumer.lifecycle.lanes`), each with its own client, processors and shard
@@ -55,10 +56,8 @@ from consumer.config import Settings
 from consumer.errors import LanderError, RefusedError, is_retriable, summary
 from consumer.leases.board import LEAD_SECONDS
 from consumer.leases.board_coordinator import BoardCoordinator
-from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.identity import WorkerClaim
+from consumer.leases.foreign import refuse_strangers
 from consumer.leases.keys import StreamId, split_key
-from consumer.leases.mixed import choose_coordination, refuse_other_mode
 from consumer.leases.model import Lease, ShardLoad, ShardReport
 from consumer.leases.store import CoordinatedStore, LeaseStore, TableMissingError
 from consumer.leases.wake import Alarm
@@ -89,6 +88,8 @@ SYNC_AGAIN_SECONDS = 5.0
 this soon (jittered), not a full sync interval later."""
 PREPARE_ATTEMPTS = 3
 """Start-ups tried when the lease table goes while a worker starts."""
+SUPERVISOR_RESTART_SECONDS = 1.0
+"""A shard's supervising task that died of a bug runs again after this pause."""
 
 
 class StreamGoneError(RefusedError):
@@ -140,16 +141,26 @@ class Worker:
         self.watch = watch
         self.store = store
         self._rng = rng
-        self.board: BoardCoordinator | None = None
-        """Set under board coordination (the same object as :attr:`coordinator`)."""
-        self.coordinator: LeaseCoordinator
-        self.claim: WorkerClaim | None = None
         self.alarm = Alarm()
         """Cuts the board beat's sleep short on a wake-up (:mod:`consumer.leases.wake`)."""
         self.wake_address: str | None = None
-        # ``auto`` is settled against the table at start (consumer.leases.mixed); until
-        # then the worker is set up for the board, which an empty table gets.
-        self._configure("scan" if settings.coordination == "scan" else "board")
+        self.board = BoardCoordinator(
+            cast(CoordinatedStore, store),
+            settings.worker_id,
+            settings.failover_seconds,
+            settings.renew_interval,
+            sweep_seconds=settings.lease_sweep_seconds,
+            rng=rng,
+            metrics=self.metrics,
+        )
+        self.board.on_taken = lambda lease: self._start_shard(lease.key)
+        self.board.on_handoff = self._hand_off
+        self.board.on_lost = self._lose
+        self.board.consumes = self.lanes.consumes
+        self.coordinator = self.board
+        """The same object as :attr:`board` (the name the shard consumers know it by)."""
+        for lane in self.lanes:
+            self._set_syncer(lane)
         self.probe = probe
         self.metrics.leases_held.set_function(lambda: len(self.coordinator.held))
         self.metrics.ready.set_function(lambda: 1.0 if self.health().ready else 0.0)
@@ -170,50 +181,9 @@ class Worker:
         self._last_contact: float | None = None
         self._log = log.bind(worker_id=self.worker_id)
 
-    def _configure(self, mode: str) -> None:
-        """Set up the coordinator, the worker-id claim and the shard syncer for one
-        coordination mode (before :meth:`run` starts anything)."""
-        settings, store = self.settings, self.store
-        self.coordination = mode
-        self.board = None
-        if mode == "board":
-            self.board = BoardCoordinator(
-                cast(CoordinatedStore, store),
-                settings.worker_id,
-                settings.failover_seconds,
-                settings.renew_interval,
-                sweep_seconds=settings.lease_sweep_seconds,
-                rng=self._rng,
-                metrics=self.metrics,
-                address=self.wake_address,
-            )
-            self.board.on_taken = lambda lease: self._start_shard(lease.key)
-            self.board.on_handoff = self._hand_off
-            self.board.on_lost = self._lose
-            self.coordinator = self.board
-        else:
-            self.coordinator = LeaseCoordinator(
-                store,
-                settings.worker_id,
-                settings.failover_seconds,
-                settings.renew_interval,
-                rng=self._rng,
-                metrics=self.metrics,
-            )
-        # Under board coordination the board slot is the claim on the worker id.
-        self.claim = (
-            None
-            if self.board is not None
-            else WorkerClaim(store, settings.worker_id, settings.failover_seconds)
-        )
-        self.coordinator.consumes = self.lanes.consumes
-        for lane in self.lanes:
-            self._set_syncer(lane)
-
     def _set_syncer(self, lane: Lane) -> None:
-        batch = CREATE_BATCH if self.board is not None else 1
         lane.syncer = ShardSyncer(
-            lane.client, self.store, lane.initial, batch=batch, stream_id=lane.stream_id
+            lane.client, self.store, lane.initial, batch=CREATE_BATCH, stream_id=lane.stream_id
         )
 
     # -- lifecycle -----------------------------------------------------------------
@@ -222,8 +192,7 @@ class Worker:
         """Where other workers wake this one (``host:port`` of its metrics server);
         set before :meth:`run`, written on its board slot when it joins."""
         self.wake_address = address
-        if self.board is not None:
-            self.board.address = address
+        self.board.address = address
 
     def wake(self) -> None:
         """A wake-up arrived (``POST /wake``): beat now, not at the next interval."""
@@ -246,11 +215,7 @@ class Worker:
         """
         age = None if self._last_contact is None else time.monotonic() - self._last_contact
         reachable = age is not None and age < self.settings.failover_seconds
-        claimed = (
-            self.claim.lease is not None
-            if self.claim is not None
-            else self.board is not None and self.board.slot is not None
-        )
+        claimed = self.board.slot is not None
         ready = self._running and claimed and self._synced.is_set() and reachable
         ready = ready and self.unfit is None and not self._stopping.is_set()
         detail: dict[str, object] = {
@@ -278,23 +243,15 @@ class Worker:
             self._running = False
 
     async def _prepare(self) -> None:
-        """The table, the coordination mode, the worker id's claim. A table deleted
+        """The table, and no other application renewing leases in it. A table deleted
         while this runs (a worker starting as the table goes) is created again and the
         steps run again, a few times, instead of ending the worker with a traceback."""
-        # One coordination mode per table (consumer.leases.mixed).
         table = cast(CoordinatedStore, self.store)
         name, failover = self.settings.lease_table, self.settings.failover_seconds
         for attempt in range(1, PREPARE_ATTEMPTS + 1):
             try:
                 await self.store.ensure_table()
-                if self.settings.coordination == "auto":
-                    mode = await choose_coordination(table, name, failover)
-                    if mode != self.coordination:
-                        self._configure(mode)
-                else:
-                    await refuse_other_mode(self.settings.coordination, table, name, failover)
-                if self.claim is not None:
-                    await self.claim.acquire()
+                await refuse_strangers(table, name, failover)
             except TableMissingError:
                 if attempt == PREPARE_ATTEMPTS:
                     raise
@@ -309,22 +266,12 @@ class Worker:
             streams=sorted(lane.name for lane in self.lanes),
             lease_table=self.settings.lease_table,
             failover_seconds=self.settings.failover_seconds,
-            coordination=self.coordination,
-            wake_address=self.wake_address if self.board is not None else None,
+            wake_address=self.wake_address,
         )
-        if self.board is not None:
-            # Kept through the shutdown: the beat proves this worker alive while its
-            # shards are handed over, and a leader keeps planning until it has left.
-            keepers = await self._start_board()
-            takers = [asyncio.create_task(self._sync_loop())]
-        else:
-            keepers = [
-                asyncio.create_task(self._loop("renew", self._renew_pass, self._renew_delay))
-            ]
-            takers = [
-                asyncio.create_task(self._sync_loop()),
-                asyncio.create_task(self._loop("lease", self._lease_pass, self._scan_delay)),
-            ]
+        # Kept through the shutdown: the beat proves this worker alive while its shards
+        # are handed over, and a leader keeps planning until it has left.
+        keepers = await self._start_board()
+        takers = [asyncio.create_task(self._sync_loop())]
         if self.watch is not None:
             watch = self.watch
             takers.append(
@@ -340,28 +287,23 @@ class Worker:
         for task in (*takers, stop):
             task.cancel()
         await asyncio.gather(*takers, stop, return_exceptions=True)
-        if self.board is not None and failure is None:
+        if failure is None:
             await self._hand_over(self.board)
         await self._shutdown_shards()
-        if self.board is not None:
-            with contextlib.suppress(LanderError, OSError):
-                await self.board.leave()
+        with contextlib.suppress(LanderError, OSError):
+            await self.board.leave()
         for task in keepers:
             task.cancel()
         await asyncio.gather(*keepers, return_exceptions=True)
         if self._probing is not None:
             self._probing.cancel()
             await asyncio.gather(self._probing, return_exceptions=True)
-        if failure is None and self.claim is not None:
-            with contextlib.suppress(LanderError, OSError):
-                await self.claim.release()
         self._log.info("worker stopped")
         if failure is not None:
             raise failure
 
     async def _start_board(self) -> list[asyncio.Task[None]]:
         """Join the board (adding the owner index to an older table first)."""
-        assert self.board is not None
         ensure_index = getattr(self.store, "ensure_owner_index", None)
         if ensure_index is not None:
             await ensure_index()
@@ -376,16 +318,15 @@ class Worker:
         ]
 
     async def _beat_pass(self) -> None:
-        assert self.board is not None
         self._report_progress()
         await self.board.beat_pass()
         if self.board.slot is not None:
             self._last_contact = time.monotonic()
 
     async def _hand_over(self, board: BoardCoordinator) -> None:
-        """Board coordination: flag this worker as leaving and keep reading while the
-        leader names receivers and they acknowledge; each shard stops once its receiver
-        polls for it. What is not handed over in half the shutdown time is released."""
+        """Flag this worker as leaving and keep reading while the leader names receivers
+        and they acknowledge; each shard stops once its receiver polls for it. What is
+        not handed over in half the shutdown time is released."""
         await board.start_leaving()
         deadline = time.monotonic() + self.settings.shutdown_seconds / 2
         while self.shard_tasks and board.has_receivers():
@@ -428,52 +369,14 @@ class Worker:
     ) -> None:
         if name == "streams":  # the lanes were made from a listing just before the start
             await asyncio.sleep(delay())
-        if name == "lease":
-            await self._synced.wait()
-            # De-synchronise workers started together (see plan_acquisitions).
-            await asyncio.sleep(random.uniform(0, min(0.25, self.settings.scan_interval)))
         while True:
             try:
                 await one_pass()
-                if name == "lease":  # a Scan: proof the table answers, leases held or not
-                    self._last_contact = time.monotonic()
             except Exception as exc:
                 if not is_retriable(exc):
                     raise
                 self._log.warning(f"{name} pass failed", error=repr(exc)[:500])
             await pause(delay())
-
-    def _scan_delay(self) -> float:
-        # Jitter keeps workers started together from scanning in lockstep.
-        delay = self.settings.scan_interval * random.uniform(0.8, 1.2)
-        expiry = self.coordinator.next_expiry()
-        if expiry is not None:
-            # A lease whose owner stopped renewing expires before the next scan: scan
-            # right then, so takeover is failover + a few ms, not + a scan interval.
-            delay = min(delay, max(0.01, expiry - self.coordinator.clock() + 0.01))
-        return delay
-
-    def _renew_delay(self) -> float:
-        return self.settings.renew_interval
-
-    async def _lease_pass(self) -> None:
-        result = await self.coordinator.lease_pass(acquire=self.unfit is None)
-        for lease in result.taken:
-            self._start_shard(lease.key)
-        for key in result.handoffs:
-            self._hand_off(key)
-
-    async def _renew_pass(self) -> None:
-        self._report_progress()
-        lost, handoffs = await self.coordinator.renew_all()
-        # After the shards: a renewal refused here means another process runs under
-        # this worker's id, which stops this one (DuplicateWorkerError is not transient).
-        if self.claim is not None:
-            await self.claim.renew()
-        for key in lost:
-            self._lose(key)
-        for key in handoffs:
-            self._hand_off(key)
 
     def _report_progress(self) -> None:
         """Each held shard's progress into the metrics and the next heartbeat, and its
@@ -521,19 +424,16 @@ class Worker:
     async def _sync_loop(self) -> None:
         failures = 0
         while True:
-            if self.board is not None and not self.board.is_leader():
-                # Under board coordination only the leader lists shards and creates leases.
+            if not self.board.is_leader():
+                # Only the leader lists shards and creates leases.
                 self._synced.set()
                 self.coordinator.listed_shards = None
                 await asyncio.sleep(LEAD_SECONDS)
                 continue
             try:
-                if self.board is not None:
-                    # The leader's view (swept, and kept by its own writes), not a Scan.
-                    view = self.board.leader.current_view()
-                    leases = await self.board.read_table(consistent=False) if view is None else view
-                else:
-                    leases = await self.coordinator.read_table()
+                # The leader's view (swept, and kept by its own writes), not a Scan.
+                view = self.board.leader.current_view()
+                leases = await self.board.read_table(consistent=False) if view is None else view
                 failed = await self._sync_lanes(leases)
                 self.coordinator.listed_shards = self.lanes.listed()
                 self._last_contact = time.monotonic()
@@ -564,10 +464,10 @@ class Worker:
                 lane.listed = await lane.syncer.sync(leases)
                 lane.incomplete = lane.syncer.incomplete
                 lane.missing = 0
-                # Board: the leader syncs against its view. A creation refused means
-                # another worker (the leader before it) wrote leases the view lacks:
-                # sweep now, or they wait for the sweep interval, neither given nor read.
-                if self.board is not None and (lane.syncer.changed or lane.incomplete):
+                # The leader syncs against its view. A creation refused means another
+                # worker (the leader before it) wrote leases the view lacks: sweep now,
+                # or they wait for the sweep interval, neither given nor read.
+                if lane.syncer.changed or lane.incomplete:
                     self.board.want_sweep()
             except StreamNotFoundError as exc:
                 failed = True
@@ -640,10 +540,15 @@ class Worker:
         failed = not task.cancelled() and task.exception() is not None
         if failed:
             self._log.error("shard supervisor failed", shard_id=key, error=repr(task.exception()))
-        if failed or self.coordinator.is_lost(key):
-            # A failed task: never a lease renewed but not read. Forgotten, it is taken
-            # again by this worker's next lease pass (the table still names it).
+        if self.coordinator.is_lost(key):
             self.coordinator.forget(key)
+        elif failed and not self._stopping.is_set():
+            # Never a lease held but not read: the lease is still this worker's (its
+            # slot beats), so the shard runs again from its checkpoint after a pause.
+            # (Forgotten, it would wait for the leader's sweep to be given back.)
+            asyncio.get_running_loop().call_later(
+                SUPERVISOR_RESTART_SECONDS, self._start_shard, key
+            )
 
     @staticmethod
     def _key_of(task: asyncio.Task[None]) -> str:
@@ -797,8 +702,7 @@ class Worker:
             shards=sorted(self.coordinator.held),
         )
         self._give_back.set()
-        if self.board is not None:
-            self.board.leaving = True  # the leader hands its leases on and gives it none
+        self.board.leaving = True  # the leader hands its leases on and gives it none
         for consumer in list(self.consumers.values()):
             consumer.request_stop()
         if self._probing is None or self._probing.done():
@@ -817,8 +721,7 @@ class Worker:
                 self._log.warning("probe failed; still not taking shards", reason=reason)
                 continue
             self.unfit = None
-            if self.board is not None:
-                self.board.leaving = False
+            self.board.leaving = False
             self._give_back.clear()
             self.metrics.landing_healthy.set(1)
             self._log.info("probe passed: this worker can land again and takes shards")

@@ -24,10 +24,8 @@ from consumer.stream import Shard, StreamClient
 log = structlog.get_logger("consumer.stream.shards")
 
 CREATE_BATCH = 16
-"""Lease creations in flight at once when one worker creates them all (the leader of
-board coordination): a new table of 1,000 shards is made in 63 round trips, not
-1,000. Under scan coordination every worker syncs and creations go one at a time, so
-the first refusal ends a pass at once."""
+"""Lease creations in flight at once (the leader creates them all): a new table of 1,000
+shards is made in 63 round trips, not 1,000."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +86,9 @@ def leases_to_delete(leases: Iterable[Lease], listed: Set[str]) -> list[str]:
 class ShardSyncer:
     """Lists the stream's shards and keeps the lease table in step with them.
 
-    Under scan coordination every worker syncs, so on a new table (or after a reshard)
-    they all find the same leases missing. A batch in which another worker got to a
-    creation first ends the pass: that worker is creating them, in the same order, and
-    the rest are left to it. (Under board coordination only the leader syncs.)
-    :attr:`incomplete` then asks for another pass soon, in case it stopped half-way.
-    (Creating every lease from every worker cost a cold start of 100 workers on
-    1,000 shards 99,000 refused writes: docs/benchmarks.md, scale.)
+    Only the leader syncs. A batch in which another worker got to a creation first (the
+    leader before it, still creating) ends the pass: the rest are left to it, and
+    :attr:`incomplete` asks for another pass soon, in case it stopped half-way.
     """
 
     def __init__(

@@ -1,5 +1,5 @@
 """``python -m tests.chaos [--profile short|soak] [--minutes M] [--seed N]
-[--coordination scan|board] [--read-mode polling|efo] [--streams 1|3]``."""
+[--read-mode polling|efo] [--streams 1|3]``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=650.0, help="soak records/s (default 650)")
     parser.add_argument("--seed", type=int, default=None, help="replay a run (default: random)")
     parser.add_argument("--workdir", default=None, help="keep logs and archive here")
-    parser.add_argument("--coordination", choices=("scan", "board"), default="scan")
     parser.add_argument("--read-mode", choices=("polling", "efo"), default="polling")
     parser.add_argument(
         "--streams", type=int, choices=(1, 3), default=1, help="3: one fleet, three streams"
@@ -29,11 +28,7 @@ def main() -> int:
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     profile = replace(
-        (
-            replace(SHORT, coordination=args.coordination)
-            if args.profile == "short"
-            else soak(args.minutes, args.rate, args.coordination)
-        ),
+        SHORT if args.profile == "short" else soak(args.minutes, args.rate),
         read_mode=args.read_mode,
         streams=args.streams,
     )

@@ -55,7 +55,7 @@ EVENTS = (
     "delete_leases",
     "misconfigured",
 )
-"""Under scan coordination there is no leader: ``*_leader`` picks any live worker."""
+"""``*_leader`` picks the board's leader (any live worker while no slot is readable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,6 @@ class Profile:
         )
     )
     catch_up_seconds: float = 240.0
-    coordination: str = "scan"
     read_mode: str = "polling"
     """efo: workers read through SubscribeToShard, on kinesis-local."""
     streams: int = 1
@@ -98,7 +97,7 @@ class Profile:
 SHORT = Profile("short", seconds=45, rate=400)
 
 
-def soak(minutes: float, rate: float = 650, coordination: str = "scan") -> Profile:
+def soak(minutes: float, rate: float = 650) -> Profile:
     """The long profile: an event every ~40 s and 1M+ records at the default rate."""
     return Profile(
         "soak",
@@ -106,7 +105,6 @@ def soak(minutes: float, rate: float = 650, coordination: str = "scan") -> Profi
         rate=rate,
         events_every=40,
         catch_up_seconds=900,
-        coordination=coordination,
     )
 
 
@@ -207,8 +205,6 @@ class Chaos:
         self.workdir = workdir
         self.say = say or Say()
         self.outcome = Outcome(seed, profile.name)
-        if profile.coordination != "scan":
-            self.outcome.replay_flags = f" --coordination {profile.coordination}"
         if profile.read_mode != "polling":
             self.outcome.replay_flags += f" --read-mode {profile.read_mode}"
         if profile.streams != 1:
@@ -293,7 +289,6 @@ class Chaos:
             "LANDER_SHUTDOWN_SECONDS": "10",
             "LANDER_METRICS_PORT": "0",
             "LANDER_LOG_FORMAT": "json",
-            "LANDER_COORDINATION": self.profile.coordination,
             "LANDER_READ_MODE": self.profile.read_mode,
         }
         endpoints = {f"AWS_ENDPOINT_URL_{p.service.upper()}": p.url for p in proxies}
@@ -495,8 +490,8 @@ class Chaos:
         raise AssertionError(kind)
 
     def _leader(self, live: list[str]) -> str:
-        """The worker that leads under board coordination: the live slot that joined
-        first, read from the board item; any live worker when there is no board."""
+        """The worker that leads: the live slot that joined first, read from the board
+        item; any live worker when no live slot is found."""
         item = self.direct["dynamodb"].get_item(
             TableName=self.table, Key={"leaseKey": {"S": "lander-board"}}, ConsistentRead=True
         )

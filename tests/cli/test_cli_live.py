@@ -193,8 +193,7 @@ def test_status_produce_metrics_and_health_on_a_live_worker(live: Live) -> None:
     ):
         assert expected in names, expected
     assert samples[("lander_leases_held", ())] == 2
-    # The default coordination (auto) takes the board on a fresh table: the leader
-    # assigns the leases.
+    # The leader assigns the leases.
     assert samples[("lander_leases_taken_total", (("how", "assigned"),))] == 2
     shards = {
         dict(labels)["shard_id"] for name, labels in samples if name == "lander_records_read_total"

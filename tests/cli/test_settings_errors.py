@@ -136,6 +136,25 @@ def test_a_replaced_variable_names_its_replacement(
 
 
 @pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("LANDER_COORDINATION", "board coordination is the only mode now"),
+        ("LANDER_LEASE_SCAN_SECONDS", "no worker scans the lease table"),
+    ],
+)
+def test_a_removed_variable_says_why_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, why: str
+) -> None:
+    """Scan coordination was removed: its settings are refused at start with the reason,
+    whatever their value, so no fleet runs believing it still scans."""
+    monkeypatch.setenv(name, "scan" if name == "LANDER_COORDINATION" else "1")
+    assert cli.main(["run", "--check", "--stream", "s"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"lander: invalid configuration: {name} is no longer a setting (")
+    assert why in line
+
+
+@pytest.mark.parametrize(
     ("text", "minutes"), [("1d", 1440), ("24h", 1440), ("90m", 90), (" 2H ", 120), ("0", 0)]
 )
 def test_the_dedupe_horizon_is_a_duration(

@@ -310,7 +310,6 @@ def test_invalid_utf8_reason_names_the_offending_byte() -> None:
 
 WORKER_FAST = {
     "failover_seconds": 2.0,
-    "lease_scan_seconds": 0.1,
     "shard_sync_seconds": 0.2,
     "poll_idle_seconds": 0.2,
     "shutdown_seconds": 3.0,

@@ -102,29 +102,12 @@ def test_kcl_defaults_give_the_issues_reference_figures() -> None:
     assert costs["kcl2"]["write_units"] * per_second == pytest.approx(renewals, rel=1e-3)
 
 
-def test_a_small_fleet_balances_takes_over_a_frozen_worker_and_absorbs_new_ones() -> None:
-    """20 shards, 4 workers, default timings (failover 10 s, renew 3.3 s, scan 1 s)."""
+def test_a_small_fleet_reads_only_the_sweep_and_takes_over_within_the_bound() -> None:
+    """20 shards, 4 workers, default timings (failover 10 s, renew 3.3 s): one leader
+    creates every lease, a frozen worker's shards are owned again within failover +
+    renew (+1 s), new workers are absorbed, and the steady read cost is the leader's
+    sweep alone (no strong Scan, no per-lease renewal)."""
     result = simulate(20, 4)
-    cold = result["cold_start"]
-    assert cold["seconds_to_balance"] is not None
-    assert cold["calls"]["PutItem create"] == 20 + 4  # the leases and the worker ids
-    # One frozen worker: its 5 shards owned again within failover + renew (+1 s).
-    assert result["die"]["workers"] == 1
-    assert result["die"]["seconds_to_balance"] <= 10 + 10 / 3 + 1
-    assert result["join"]["seconds_to_balance"] is not None
-    steady = result["steady"]
-    # Today every worker Scans about once a second: reads grow with the workers.
-    scans = steady["calls"]["Scan (strong)"]
-    assert scans == pytest.approx(4 * 60 / 20, rel=0.25)
-    # A renewal every 3.3 s per lease (a lease handed over in the window misses one).
-    assert steady["calls"]["UpdateItem renew"] == pytest.approx(60 / (10 / 3), rel=0.1)
-
-
-def test_a_small_board_fleet_reads_only_the_sweep_and_takes_over_within_the_bound() -> None:
-    """The same fleet under board coordination: one leader creates every lease, a frozen
-    worker's shards are owned again within failover + renew (+1 s), and the steady read
-    cost is the leader's sweep alone (no strong Scan, no per-lease renewal)."""
-    result = simulate(20, 4, coordination="board")
     cold = result["cold_start"]
     assert cold["seconds_to_balance"] is not None
     # The leases only: each worker's board slot is its claim on its worker id.

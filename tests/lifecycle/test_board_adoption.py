@@ -84,7 +84,6 @@ async def test_a_kcl_3_table_is_adopted_by_board_coordination(aws_clients: Clien
         stream="s",
         lease_table=name,
         worker_id="w1",
-        coordination="board",
         failover_seconds=2.0,
         lease_sweep_seconds=0.5,
         shard_sync_seconds=0.5,

@@ -36,7 +36,6 @@ def _worker(
         stream="s",
         lease_table="leases",
         worker_id=name,
-        coordination="board",
         read_mode="efo",
         **FAST,
     )

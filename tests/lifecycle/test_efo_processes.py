@@ -27,7 +27,7 @@ def cluster(fanout_stack: LocalStack, tmp_path: Path) -> Iterator[Cluster]:
         fanout_stack.env(),
         tmp_path / "efo",
         2,
-        extra_env={"LANDER_READ_MODE": "efo", "LANDER_COORDINATION": "board"},
+        extra_env={"LANDER_READ_MODE": "efo"},
     )
     try:
         yield made

@@ -187,7 +187,6 @@ def test_efo_reads_every_stream_through_its_own_consumer(
         "LANDER_STREAMS_SYNC_SECONDS": "1",
         "LANDER_FLUSH_SECONDS": "1",
         "LANDER_READ_MODE": "efo",
-        "LANDER_COORDINATION": "board",
     }
     try:
         for name in ("w1", "w2"):

@@ -79,7 +79,6 @@ async def test_a_kcl_multi_stream_table_is_adopted(aws_clients: Clients) -> None
         streams="orders,clicks",
         lease_table=name,
         worker_id="w1",
-        coordination="board",
         failover_seconds=2.0,
         lease_sweep_seconds=0.5,
         shard_sync_seconds=0.5,

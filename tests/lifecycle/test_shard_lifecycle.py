@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from consumer.config import load_settings
-from consumer.leases.coordinator import LeaseCoordinator
+from consumer.leases.board_coordinator import BoardCoordinator
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.lifecycle.processor import (
     Checkpointer,
@@ -84,7 +84,7 @@ async def _until(predicate: Callable[[], bool], timeout: float = 10) -> None:
 
 
 def _gated_worker(failover: float) -> tuple[Worker, MemoryLeaseStore, Gate]:
-    """A scan worker over one shard with one record, its processor a :class:`Gate`."""
+    """A worker over one shard with one record, its processor a :class:`Gate`."""
     stream = MemoryStream(1)
     stream.put(b"{}", "k")
     store = MemoryLeaseStore()
@@ -93,19 +93,16 @@ def _gated_worker(failover: float) -> tuple[Worker, MemoryLeaseStore, Gate]:
         stream="s",
         lease_table="leases",
         worker_id="w1",
-        coordination="scan",
         failover_seconds=failover,
-        lease_scan_seconds=0.1,
     )
     return Worker(settings, store, stream, lambda: gate), store, gate
 
 
-async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> None:
-    """Mid-batch, another worker takes the lease: the worker's renewal notices and
-    cancels the task; the consumer turns that into LEASE_LOST, the processor hears
-    lease_lost once and nothing after, and the worker forgets the lease. (Scan
-    coordination: board workers renew nothing, and nobody takes a lease from a board
-    worker before fencing its slot, which ends its leases with it.)"""
+async def test_a_lease_found_taken_after_a_notice_ends_the_shard_as_lost() -> None:
+    """Mid-batch, another worker takes the lease (an operator, or a leader that fenced
+    this worker's slot) and notifies it: the worker reads its leases, finds this one
+    taken and cancels the task; the consumer turns that into LEASE_LOST, the processor
+    hears lease_lost once and nothing after, and the worker forgets the lease."""
     worker, store, gate = _gated_worker(failover=1.5)
     task = asyncio.create_task(worker.run())
     await _until(gate.holding.is_set)
@@ -113,6 +110,7 @@ async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> 
     consumer = worker.consumers[key]
     lease = next(lease for lease in await store.list_leases() if lease.key == key)
     await store.take(lease, "w2")  # another worker takes it behind w1's back
+    assert await store.notify("w1")
     await _until(lambda: key not in worker.shard_tasks)
     assert consumer.state is State.DONE
     assert gate.calls == ["initialize", "lease_lost"]
@@ -122,8 +120,9 @@ async def test_a_renewal_that_finds_the_lease_taken_ends_the_shard_as_lost() -> 
     await asyncio.wait_for(task, 10)
 
 
-async def _held_shard(records: int) -> tuple[MemoryStream, LeaseCoordinator, str]:
-    """One shard with ``records`` records, its lease held by a scan coordinator."""
+async def _held_shard(records: int) -> tuple[MemoryStream, BoardCoordinator, str]:
+    """One shard with ``records`` records, its lease held by a worker's coordinator
+    (given before it joined: it takes the lease when it joins)."""
     stream = MemoryStream(1)
     for _ in range(records):
         stream.put(b"{}", "k")
@@ -131,8 +130,11 @@ async def _held_shard(records: int) -> tuple[MemoryStream, LeaseCoordinator, str
     await store.ensure_table()
     key = "shardId-000000000000"
     await store.create_lease(key, frozenset(), Sentinel.TRIM_HORIZON)
-    coordinator = LeaseCoordinator(store, "w1", failover=10, renew_interval=3)
-    await coordinator.lease_pass()
+    lease = await store.get_lease(key)
+    assert lease is not None
+    await store.take(lease, "w1")
+    coordinator = BoardCoordinator(store, "w1", failover=10, renew_interval=3)
+    await coordinator.join()
     return stream, coordinator, key
 
 
@@ -294,8 +296,7 @@ async def test_a_shard_that_does_not_stop_for_its_hand_off_is_reported_once() ->
         assert len(overdue()) == 1
         assert overdue()[0]["log_level"] == "error"
         assert overdue()[0]["state"] == "processing"
-        gate.release.set()  # the batch ends: the shard stops (scan: released, and this
-        # worker, the only one, may take it again at its next pass)
+        gate.release.set()  # the batch ends: the shard stops
         await _until(lambda: "shutdown_requested" in gate.calls)
         worker.request_stop()
         async with asyncio.timeout(10):

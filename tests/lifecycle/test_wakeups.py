@@ -70,7 +70,6 @@ async def test_wake_ups_move_shards_well_inside_one_beat(
             stream="s",
             lease_table="leases",
             worker_id=name,
-            coordination="board",
             failover_seconds=3 * BEAT,
             poll_idle_seconds=0.2,
             shutdown_seconds=5.0,
@@ -117,7 +116,6 @@ async def test_without_wake_ups_the_receiver_acts_at_its_beat(
     settings = {
         "stream": "s",
         "lease_table": "leases",
-        "coordination": "board",
         "failover_seconds": 9.0,
         "poll_idle_seconds": 0.2,
     }

@@ -11,7 +11,7 @@ import pytest
 from consumer.config import Settings, load_settings
 from consumer.landing.lander import Lander
 from consumer.landing.objects import MemoryObjectStore, ObjectStoreError, PutOutcome, probe
-from consumer.leases.identity import DuplicateWorkerError, WorkerClaim, join_board
+from consumer.leases.identity import DuplicateWorkerError, join_board
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import WORKER_KEY_PREFIX
 from consumer.leases.store import SlotLostError
@@ -24,7 +24,6 @@ from consumer.stream.records import Record
 
 FAST = {
     "failover_seconds": 2.0,
-    "lease_scan_seconds": 0.1,
     "shard_sync_seconds": 0.2,
     "poll_idle_seconds": 0.2,
     "shutdown_seconds": 3.0,
@@ -60,9 +59,8 @@ def _lander_worker(
     store: MemoryLeaseStore,
     archive: MemoryObjectStore,
     name: str,
-    coordination: str = "scan",
 ) -> Worker:
-    settings = _settings(name, coordination=coordination)
+    settings = _settings(name)
     metrics = LanderMetrics()
 
     async def check() -> None:
@@ -190,34 +188,28 @@ async def test_a_shard_that_fails_while_the_probe_passes_is_retried_in_place() -
     await asyncio.wait_for(task, 15)
 
 
-@pytest.mark.parametrize("coordination", ["scan", "board"])
-async def test_a_second_live_process_under_one_worker_id_is_refused(coordination: str) -> None:
+async def test_a_second_live_process_under_one_worker_id_is_refused() -> None:
     """Two workers with one id: the second refuses to start with an error naming the
-    id; the first keeps its claim and its leases. A graceful stop gives the id up
-    (scan: the claim item released; board: the slot, which is the claim, removed)."""
+    id; the first keeps its claim and its leases. A graceful stop gives the id up (the
+    board slot, which is the claim, is removed; no other item is written for it)."""
     stream = MemoryStream(2)
     store = MemoryLeaseStore()
-    first = _lander_worker(stream, store, MemoryObjectStore(), "same", coordination)
+    first = _lander_worker(stream, store, MemoryObjectStore(), "same")
     first_task = asyncio.create_task(first.run())
     await _until(lambda: first.health().ready and len(first.coordinator.held) == 2)
-    second = _lander_worker(stream, store, MemoryObjectStore(), "same", coordination)
+    second = _lander_worker(stream, store, MemoryObjectStore(), "same")
     with pytest.raises(DuplicateWorkerError, match="'same'"):
         await asyncio.wait_for(second.run(), 10)
     assert first.health().ready
     assert len(first.coordinator.held) == 2
     first.request_stop()
     await asyncio.wait_for(first_task, 10)
-    claim = await store.get_lease(WORKER_KEY_PREFIX + "same")
-    if coordination == "scan":
-        assert claim is not None
-        assert claim.owner is None, "a graceful stop releases the id"
-    else:
-        assert claim is None, "under board coordination the slot is the claim"
-        assert "same" not in (await store.read_board()).slots
+    assert await store.get_lease(WORKER_KEY_PREFIX + "same") is None
+    assert "same" not in (await store.read_board()).slots
 
 
 async def test_a_dead_process_board_slot_is_taken_over_and_its_zombie_refused() -> None:
-    """Board coordination: a slot whose counter stands still is taken after the
+    """A slot whose counter stands still is taken after the
     failover time, a fenced one at once; the old process's beat is refused, and when it
     tries to join again while the new one beats, it is told another process runs."""
     store = MemoryLeaseStore()
@@ -251,33 +243,6 @@ async def test_a_dead_process_board_slot_is_taken_over_and_its_zombie_refused() 
     assert now[0] == before
     assert board.slots["w"].instance == "third"
     assert not board.slots["w"].fenced
-
-
-async def test_a_dead_process_claim_is_taken_over_after_the_failover_time() -> None:
-    """A claim whose counter stands still (its process died) is taken after failover;
-    one released by a graceful stop is taken at once; claims are not shard leases."""
-    store = MemoryLeaseStore()
-    await store.ensure_table()
-    now = [0.0]
-
-    async def tick(seconds: float) -> None:
-        now[0] += seconds
-
-    dead = WorkerClaim(store, "w", failover=10, clock=lambda: now[0], sleep=tick)
-    await dead.acquire()
-    heir = WorkerClaim(store, "w", failover=10, clock=lambda: now[0], sleep=tick)
-    await heir.acquire()
-    assert now[0] >= 10
-    claim = await store.get_lease(WORKER_KEY_PREFIX + "w")
-    assert claim is not None
-    assert claim.owner == heir.token
-    with pytest.raises(DuplicateWorkerError):
-        await dead.renew()
-    await heir.release()
-    before = now[0]
-    await WorkerClaim(store, "w", failover=10, clock=lambda: now[0], sleep=tick).acquire()
-    assert now[0] == before
-    assert await store.list_leases() == []
 
 
 def _record(sequence: int) -> Record:
@@ -332,8 +297,8 @@ def test_shard_consumer_pending_follows_partial_checkpoints() -> None:
 
 
 async def test_a_shard_task_that_dies_is_started_again_not_left_renewed() -> None:
-    """A shard supervisor that dies of a bug does not leave a lease renewed but never
-    read: the worker forgets it and its next lease pass starts the shard again."""
+    """A shard supervisor that dies of a bug does not leave a lease held but never
+    read: the worker runs the shard again (its lease is still this worker's)."""
     stream = MemoryStream(1)
     for i in range(5):
         stream.put(f'{{"i": {i}}}'.encode(), "k")

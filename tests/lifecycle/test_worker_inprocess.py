@@ -10,8 +10,8 @@ import pytest
 
 from consumer.config import load_settings
 from consumer.leases.coordinator import HeldLease
+from consumer.leases.foreign import ForeignWorkersError
 from consumer.leases.memory import MemoryLeaseStore
-from consumer.leases.mixed import MixedCoordinationError
 from consumer.leases.model import Lease, ShardLoad
 from consumer.lifecycle.processor import (
     Checkpointer,
@@ -28,7 +28,6 @@ from consumer.stream.memory import MemoryStream
 
 FAST = {
     "failover_seconds": 2.0,
-    "lease_scan_seconds": 0.1,
     "shard_sync_seconds": 0.2,
     "poll_idle_seconds": 0.2,
     "shutdown_seconds": 3.0,
@@ -74,20 +73,10 @@ class JournalProcessor:
         self.journal.calls.append((self.shard, "shutdown_requested"))
 
 
-MODES = pytest.mark.parametrize("coordination", ["scan", "board"])
-"""The tests so marked run under both coordination modes."""
-
-
 def _worker(
-    stream: MemoryStream,
-    store: MemoryLeaseStore,
-    journal: Journal,
-    name: str = "w1",
-    coordination: str = "scan",
+    stream: MemoryStream, store: MemoryLeaseStore, journal: Journal, name: str = "w1"
 ) -> Worker:
-    settings = load_settings(
-        stream="s", lease_table="leases", worker_id=name, coordination=coordination, **FAST
-    )
+    settings = load_settings(stream="s", lease_table="leases", worker_id=name, **FAST)
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
     return Worker(settings, store, stream, factory)
 
@@ -106,13 +95,12 @@ async def _until(predicate: Callable[[], bool], timeout: float = 15) -> None:
             await asyncio.sleep(0.02)
 
 
-@MODES
-async def test_processor_failure_restarts_the_shard_from_its_checkpoint(coordination: str) -> None:
+async def test_processor_failure_restarts_the_shard_from_its_checkpoint() -> None:
     """A processor that raises is restarted; records come again, none is skipped."""
     stream = MemoryStream(1)
     sequences = [stream.put(f"{i}".encode(), "k")[1] for i in range(10)]
     store, journal = MemoryLeaseStore(), Journal(fail_first=1)
-    worker = _worker(stream, store, journal, "w1", coordination)
+    worker = _worker(stream, store, journal, "w1")
     task = asyncio.create_task(worker.run())
 
     def delivered() -> set[int]:
@@ -125,12 +113,11 @@ async def test_processor_failure_restarts_the_shard_from_its_checkpoint(coordina
     assert journal.calls.count(("shardId-000000000000", "initialize")) == 2
 
 
-@MODES
-async def test_shutdown_checkpoints_and_releases_every_lease(coordination: str) -> None:
+async def test_shutdown_checkpoints_and_releases_every_lease() -> None:
     """A graceful stop calls shutdown_requested, checkpoints, and leaves no owner."""
     stream = _keyed_stream(3, 30)
     store, journal = MemoryLeaseStore(), Journal()
-    worker = _worker(stream, store, journal, "w1", coordination)
+    worker = _worker(stream, store, journal, "w1")
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(journal.delivered) == 30)
     worker.request_stop()
@@ -143,15 +130,12 @@ async def test_shutdown_checkpoints_and_releases_every_lease(coordination: str) 
     )
 
 
-@MODES
-async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_expire(
-    coordination: str,
-) -> None:
-    """A hand-off lands (the table names this worker) but the worker stops before its
-    next scan takes the lease: the stop releases it, so no one waits the failover time."""
+async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_expire() -> None:
+    """A hand-off lands (the table names this worker) but the worker stops before it
+    takes the lease: the stop releases it, so no one waits the failover time."""
     stream = MemoryStream(2)
     store, journal = MemoryLeaseStore(), Journal()
-    worker = _worker(stream, store, journal, "w1", coordination)
+    worker = _worker(stream, store, journal, "w1")
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(worker.coordinator.held) == 2)
     # Another worker's lease, handed to this one behind its back (as a transfer does).
@@ -161,16 +145,13 @@ async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_e
     asked = await store.request_handoff(taken, "w1")
     assert asked
     (current,) = [lease for lease in await store.list_leases() if lease.key == "shardId-other"]
-    worker.request_stop()  # before its next scan could take what is coming
+    worker.request_stop()  # before it could take what is coming
     await store.transfer(current, "w1")
     await asyncio.wait_for(task, 10)
     assert all(lease.owner is None for lease in await store.list_leases())
 
 
-@MODES
-async def test_shard_end_is_checkpointed_and_children_follow_their_parent(
-    coordination: str,
-) -> None:
+async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> None:
     """A split parent is read to its end, checkpointed SHARD_END, then its children."""
     stream = MemoryStream(1)
     parent = "shardId-000000000000"
@@ -178,7 +159,7 @@ async def test_shard_end_is_checkpointed_and_children_follow_their_parent(
     left, right = stream.split(parent, 2**127)
     after = [stream.put(f"c{i}".encode(), f"k{i}")[1] for i in range(20)]
     store, journal = MemoryLeaseStore(), Journal()
-    worker = _worker(stream, store, journal, "w1", coordination)
+    worker = _worker(stream, store, journal, "w1")
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(journal.delivered) == 40)
     worker.request_stop()
@@ -195,17 +176,14 @@ async def test_shard_end_is_checkpointed_and_children_follow_their_parent(
     assert {p.sequence for _, p, _ in journal.delivered} == set(before) | set(after)
 
 
-@MODES
-async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery(
-    coordination: str,
-) -> None:
+async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery() -> None:
     """Two workers on four shards end 2/2, and no record reaches two processors."""
     stream = MemoryStream(4)
     store, journal = MemoryLeaseStore(), Journal()
-    first = _worker(stream, store, journal, "w1", coordination)
+    first = _worker(stream, store, journal, "w1")
     one = asyncio.create_task(first.run())
     await _until(lambda: len(first.coordinator.held) == 4)
-    second = _worker(stream, store, journal, "w2", coordination)
+    second = _worker(stream, store, journal, "w2")
     two = asyncio.create_task(second.run())
     for i in range(200):
         stream.put(f"{i}".encode(), f"key-{i}")
@@ -220,74 +198,48 @@ async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery(
     assert len(positions) == len(set(positions)) == 200
 
 
-@pytest.mark.parametrize(("running", "starting"), [("board", "scan"), ("scan", "board")])
-async def test_a_worker_refuses_to_share_a_table_with_the_other_mode(
-    running: str, starting: str
-) -> None:
-    """Scan workers would take a board worker's leases (board workers renew none), and
-    the board's leader leaves a renewed lease alone: a worker of the other mode refuses
-    to start beside live ones, with one line naming the setting."""
+async def test_a_worker_refuses_a_table_where_another_application_renews_leases() -> None:
+    """A KCL application (or an earlier release) that renews its leases would read the
+    same shards as the fleet: a worker refuses to start beside it, with one line saying
+    so; once it has stopped, a worker adopts its leases after the failover time."""
     stream = MemoryStream(2)
     store, journal = MemoryLeaseStore(), Journal()
-    first = _worker(stream, store, journal, "w1", running)
-    one = asyncio.create_task(first.run())
-    await _until(lambda: len(first.coordinator.held) == 2)
-    second = _worker(stream, store, journal, "w2", starting)
-    with pytest.raises(MixedCoordinationError, match="LANDER_COORDINATION"):
-        await asyncio.wait_for(second.run(), 10)
-    assert len(first.coordinator.held) == 2
-    first.request_stop()
-    await one
-    # Once the fleet is stopped, the other mode starts (after one failover time).
-    third = _worker(stream, store, journal, "w3", starting)
-    three = asyncio.create_task(third.run())
-    await _until(lambda: len(third.coordinator.held) == 2)
-    third.request_stop()
-    await three
+    await store.ensure_table()
+    for shard in await stream.list_shards():
+        await store.create_lease(shard.shard_id, frozenset(), Sentinel.TRIM_HORIZON)
+        lease = await store.get_lease(shard.shard_id)
+        assert lease is not None
+        await store.take(lease, "kcl-1")
+    stop_renewing = asyncio.Event()
+
+    async def renew() -> None:  # as KCL's lease renewer: counter + 1, every 0.3 s
+        while not stop_renewing.is_set():
+            for lease in await store.list_leases():
+                if lease.owner == "kcl-1":
+                    await store.renew(lease)
+            await asyncio.sleep(0.3)
+
+    renewer = asyncio.create_task(renew())
+    worker = _worker(stream, store, journal, "w1")
+    with pytest.raises(ForeignWorkersError, match=r"renew their leases.*kcl-1"):
+        await asyncio.wait_for(worker.run(), 10)
+    stop_renewing.set()
+    await renewer
+    adopter = _worker(stream, store, journal, "w2")
+    task = asyncio.create_task(adopter.run())
+    await _until(lambda: len(adopter.coordinator.held) == 2)
+    adopter.request_stop()
+    await task
 
 
-@pytest.mark.parametrize("running", ["scan", "board"])
-async def test_auto_follows_the_live_fleet_and_takes_the_board_on_a_quiet_table(
-    running: str,
-) -> None:
-    """``LANDER_COORDINATION=auto`` (the default): beside live workers of either mode a
-    worker joins their mode, so a rolling upgrade of a scan fleet does not stall; once
-    the fleet has stopped, a new worker takes board coordination."""
-    stream = MemoryStream(2)
-    store, journal = MemoryLeaseStore(), Journal()
-    first = _worker(stream, store, journal, "w1", running)
-    one = asyncio.create_task(first.run())
-    await _until(lambda: len(first.coordinator.held) == 2)
-    second = _worker(stream, store, journal, "w2", "auto")
-    two = asyncio.create_task(second.run())
-    await _until(lambda: len(first.coordinator.held) == 1 and len(second.coordinator.held) == 1)
-    assert second.coordination == running
-    assert (second.board is not None) == (running == "board")
-    first.request_stop()
-    second.request_stop()
-    await asyncio.gather(one, two)
-    third = _worker(stream, store, journal, "w3", "auto")
-    three = asyncio.create_task(third.run())
-    await _until(lambda: len(third.coordinator.held) == 2)
-    assert third.coordination == "board"
-    assert third.board is not None
-    third.request_stop()
-    await three
-
-
-async def test_board_a_lease_given_without_its_delivery_is_found_by_the_sweep() -> None:
-    """Board coordination: a lease names a worker but the note on its slot was lost (a
+async def test_a_lease_given_without_its_delivery_is_found_by_the_sweep() -> None:
+    """A lease names a worker but the note on its slot was lost (a
     take refused, a delivery dropped): the leader's next sweep sees more leases naming
     the worker than it holds and notifies it, and it takes the lease."""
     stream = MemoryStream(2)
     store, journal = MemoryLeaseStore(), Journal()
     settings = load_settings(
-        stream="s",
-        lease_table="leases",
-        worker_id="w1",
-        coordination="board",
-        lease_sweep_seconds=0.5,
-        **FAST,
+        stream="s", lease_table="leases", worker_id="w1", lease_sweep_seconds=0.5, **FAST
     )
     worker = Worker(settings, store, stream, lambda: JournalProcessor(journal))
     task = asyncio.create_task(worker.run())
@@ -301,15 +253,12 @@ async def test_board_a_lease_given_without_its_delivery_is_found_by_the_sweep() 
     await asyncio.wait_for(task, 10)
 
 
-@MODES
-async def test_each_shards_measured_load_is_written_with_its_checkpoints(
-    coordination: str,
-) -> None:
+async def test_each_shards_measured_load_is_written_with_its_checkpoints() -> None:
     """A worker measures each shard's records and KB a second and writes them with its
-    checkpoints: what board coordination balances by (and KCL 3.x's throughputKBps)."""
+    checkpoints: what the leader balances by (and KCL 3.x's throughputKBps)."""
     stream = MemoryStream(2)
     store, journal = MemoryLeaseStore(), Journal()
-    worker = _worker(stream, store, journal, "w1", coordination)
+    worker = _worker(stream, store, journal, "w1")
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(worker.coordinator.held) == 2)
     for i in range(150):
@@ -339,14 +288,11 @@ class ThrottlingStream(MemoryStream):
 
 
 async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
-    """Takes, hand-offs, steals, a fenced-out lease, throttles, lag and readiness
-    each show in the series an operator alerts on (scan coordination: its renewals
-    notice a lease taken behind the owner's back; board workers have no steals)."""
+    """Takes, hand-offs, the leader's balancing requests, a fenced-out lease,
+    throttles, lag and readiness each show in the series an operator alerts on."""
     stream = ThrottlingStream(4, throttles=3)
     store, journal = MemoryLeaseStore(), Journal()
-    settings = load_settings(
-        stream="s", lease_table="leases", worker_id="w1", coordination="scan", **FAST
-    )
+    settings = load_settings(stream="s", lease_table="leases", worker_id="w1", **FAST)
     m1, m2 = LanderMetrics(), LanderMetrics()
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
     first = Worker(settings, store, stream, factory, metrics=m1)
@@ -354,7 +300,7 @@ async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     one = asyncio.create_task(first.run())
     await _until(lambda: len(first.coordinator.held) == 4)
     await _until(lambda: first.health().ready)
-    assert m1.value("lander_leases_taken", how="new") == 4
+    assert m1.value("lander_leases_taken", how="assigned") == 4
     assert m1.registry.get_sample_value("lander_leases_held") == 4
     for i in range(40):
         stream.put(f"{i}".encode(), f"key-{i}")
@@ -378,15 +324,18 @@ async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     )
     two = asyncio.create_task(second.run())
     await _until(lambda: len(second.coordinator.held) == 2 and len(first.coordinator.held) == 2)
-    assert m2.value("lander_leases_stolen") >= 2
-    assert m2.value("lander_leases_taken", how="handoff") == 2
+    assert m1.value("lander_leases_stolen") >= 2  # w1 leads: it asked for the hand-offs
+    assert m2.value("lander_leases_taken", how="assigned") == 2
     assert m1.value("lander_leases_released", why="handoff") == 2
 
-    # An operator (or a zombie's successor) takes one of w2's leases behind its back.
+    # An operator (or a zombie's successor) takes one of w2's leases behind its back:
+    # w2's next checkpoint there is refused (fenced by owner and counter).
     assert store.leases is not None
     key = sorted(second.coordinator.held)[0]
     current = store.leases[key]
     store.leases[key] = current.evolve(owner="w3", counter=current.counter + 1)
+    for i in range(40, 120):
+        stream.put(f"{i}".encode(), f"key-{i}")
     await _until(lambda: m2.value("lander_leases_lost") == 1)
 
     first.request_stop()
@@ -460,15 +409,13 @@ class TableGoesAtStart(MemoryLeaseStore):
             self.drop_table()
 
 
-@pytest.mark.parametrize("coordination", ["scan", "board", "auto"])
-async def test_a_table_deleted_while_the_worker_starts_is_created_again(
-    coordination: str,
-) -> None:
-    """The worker's start-up (mode check, id claim) finds the table gone: it creates it
-    again and starts, instead of ending with TableMissingError."""
+async def test_a_table_deleted_while_the_worker_starts_is_created_again() -> None:
+    """The worker's start-up (the check for other applications, the id's claim) finds
+    the table gone: it creates it again and starts, instead of ending with
+    TableMissingError."""
     stream = _keyed_stream(2, 10)
     store, journal = TableGoesAtStart(), Journal()
-    worker = _worker(stream, store, journal, "w1", coordination)
+    worker = _worker(stream, store, journal, "w1")
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(journal.delivered) == 10)
     assert store.drops == 0
@@ -487,13 +434,13 @@ class CreatedByAnother(MemoryLeaseStore):
         return False
 
 
-async def test_board_leases_another_worker_created_are_given_without_waiting_a_sweep() -> None:
+async def test_leases_another_worker_created_are_given_without_waiting_a_sweep() -> None:
     """The leader's creations are refused because the leases exist: its view is behind
     the table, so it sweeps again at once and gives them, instead of retrying against
     that view until the sweep interval (a minute) runs out."""
     stream = _keyed_stream(2, 10)
     store, journal = CreatedByAnother(), Journal()
-    worker = _worker(stream, store, journal, "w1", "board")
+    worker = _worker(stream, store, journal, "w1")
     assert worker.settings.lease_sweep_seconds >= 60
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(journal.delivered) == 10, timeout=10)

@@ -1,6 +1,6 @@
 """Workers as real OS processes on the local stack: balance, failover, zombies, resharding.
 
-Timings are shortened for tests (failover 3 s, scan 0.5 s); the bounds asserted are
+Timings are shortened for tests (failover 3 s); the bounds asserted are
 protocol bounds (hand-off faster than expiry, takeover within failover + renewal),
 with slack for a loaded 2-core CI machine, never performance targets.
 """
@@ -8,12 +8,9 @@ with slack for a loaded 2-core CI machine, never performance targets.
 from __future__ import annotations
 
 import json
-import re
 import signal
 import time
 from collections.abc import Callable
-from functools import partial
-from pathlib import Path
 
 import pytest
 
@@ -27,10 +24,6 @@ FAILOVER = 3.0
 RENEW = FAILOVER / 3
 LEAVE_FAILOVER = 6.0
 """The failover time of the graceful-leave test (see there)."""
-
-
-def _has_a_share(cluster: Cluster, name: str) -> bool:
-    return cluster.owners()[name] >= 1
 
 
 def _settled(cluster: Cluster, expected: list[int]) -> bool:
@@ -257,38 +250,3 @@ def test_lease_table_deleted_mid_run_recovers_from_initial_position(
     for name in ("w1", "w2"):
         assert "Traceback" not in cluster.log_text(name)
     assert json.loads(json.dumps(cluster.owners()))
-
-
-@pytest.mark.deep  # ~15 s, and about the scan mode only (the deep tier holds scan's runs)
-def test_a_rolling_upgrade_over_a_scan_fleet_follows_it_then_a_restart_takes_the_board(
-    aws_env: dict[str, str], tmp_path: Path
-) -> None:
-    """Workers of an earlier release (scan coordination) are replaced one by one by
-    workers with the default ``LANDER_COORDINATION=auto``, a new one first as a
-    rolling update does: each joins in scan mode (nothing stalls on the mixed-mode
-    refusal), no record reaches two workers, every record arrives; after the fleet is
-    stopped once, a new start takes board coordination."""
-    cluster = Cluster(aws_env, tmp_path / "upgrade", 4)
-    try:
-        with cluster.producing(rate=150):
-            for name in ("old1", "old2"):
-                cluster.start(name, LANDER_COORDINATION="scan")
-            _wait_settled(cluster, [2, 2], 40, "2/2 on the old fleet")
-            for old, new in (("old1", "new1"), ("old2", "new2")):
-                cluster.start(new)
-                wait_until(partial(_has_a_share, cluster, new), 40, f"{new} to take a share")
-                cluster.signal(old, signal.SIGTERM)
-                assert cluster.procs[old].wait(15) == 0
-            _wait_settled(cluster, [2, 2], 40, "2/2 on the new fleet")
-        cluster.wait_all_delivered()
-        for new in ("new1", "new2"):
-            assert "following them in scan coordination" in cluster.log_text(new)
-        twice = {pos: ws for pos, ws in cluster.positions_by_worker().items() if len(ws) > 1}
-        assert not twice, f"positions delivered to two workers: {list(twice.items())[:5]}"
-        codes = cluster.stop_all()
-        assert all(code == 0 for code in codes.values()), codes
-        cluster.start("new3")
-        wait_until(lambda: cluster.owners()["new3"] == 4, 40, "new3 to take every shard")
-        assert re.search(r"coordination\W+board", cluster.log_text("new3"))
-    finally:
-        cluster.stop_all()

@@ -27,7 +27,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 FAST = {
     "LANDER_FAILOVER_SECONDS": "3",
-    "LANDER_LEASE_SCAN_SECONDS": "0.5",
     "LANDER_SHARD_SYNC_SECONDS": "1",
     "LANDER_POLL_IDLE_SECONDS": "0.2",
     "LANDER_SHUTDOWN_SECONDS": "5",

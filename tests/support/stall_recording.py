@@ -43,7 +43,6 @@ SHARDS = 2
 RESTART_SECONDS = 2.5
 FAST = {
     "failover_seconds": 1.5,  # renewals, which report the stall gauges, every 0.5 s
-    "lease_scan_seconds": 0.1,
     "shard_sync_seconds": 0.2,
     "poll_idle_seconds": 0.2,
     "shutdown_seconds": 3.0,
