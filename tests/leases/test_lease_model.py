@@ -245,7 +245,7 @@ def test_no_two_valid_claims_in_any_interleaving(
     _run(run)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     shards=st.integers(1, 8),
     workers=st.integers(1, 4),

@@ -21,6 +21,7 @@ from consumer.metrics import LanderMetrics
 from consumer.sequence import Position, Sentinel
 from consumer.stream.memory import MemoryStream
 from consumer.stream.records import Record
+from tests.support.simtime import simulated
 
 FAST = {
     "failover_seconds": 2.0,
@@ -91,6 +92,7 @@ def _landed_positions(archive: MemoryObjectStore) -> list[str]:
     return positions
 
 
+@simulated
 async def test_a_worker_that_cannot_land_gives_its_shards_back_and_returns_when_fixed() -> None:
     """With its archive refusing writes, a worker fails its shard, probes, becomes
     not ready, releases every lease and takes none; a healthy worker lands every
@@ -134,6 +136,7 @@ async def test_a_worker_that_cannot_land_gives_its_shards_back_and_returns_when_
     await asyncio.wait_for(asyncio.gather(bad_task, good_task), 15)
 
 
+@simulated
 async def test_a_shard_that_fails_while_the_probe_passes_is_retried_in_place() -> None:
     """When the probe passes, the fault is the shard's: the worker keeps it, stays able
     to land, and reports the shard's failures, waiting records and last error in its
@@ -188,6 +191,7 @@ async def test_a_shard_that_fails_while_the_probe_passes_is_retried_in_place() -
     await asyncio.wait_for(task, 15)
 
 
+@simulated
 async def test_a_second_live_process_under_one_worker_id_is_refused() -> None:
     """Two workers with one id: the second refuses to start with an error naming the
     id; the first keeps its claim and its leases. A graceful stop gives the id up (the
@@ -208,6 +212,7 @@ async def test_a_second_live_process_under_one_worker_id_is_refused() -> None:
     assert "same" not in (await store.read_board()).slots
 
 
+@simulated
 async def test_a_dead_process_board_slot_is_taken_over_and_its_zombie_refused() -> None:
     """A slot whose counter stands still is taken after the
     failover time, a fenced one at once; the old process's beat is refused, and when it
@@ -296,6 +301,7 @@ def test_shard_consumer_pending_follows_partial_checkpoints() -> None:
     assert consumer.progress.pending == 0
 
 
+@simulated
 async def test_a_shard_task_that_dies_is_started_again_not_left_renewed() -> None:
     """A shard supervisor that dies of a bug does not leave a lease held but never
     read: the worker runs the shard again (its lease is still this worker's)."""

@@ -25,6 +25,7 @@ from consumer.metrics import LanderMetrics
 from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import RecordsPage, ThrottledError
 from consumer.stream.memory import MemoryStream
+from tests.support.simtime import simulated
 
 FAST = {
     "failover_seconds": 2.0,
@@ -95,6 +96,7 @@ async def _until(predicate: Callable[[], bool], timeout: float = 15) -> None:
             await asyncio.sleep(0.02)
 
 
+@simulated
 async def test_processor_failure_restarts_the_shard_from_its_checkpoint() -> None:
     """A processor that raises is restarted; records come again, none is skipped."""
     stream = MemoryStream(1)
@@ -113,6 +115,7 @@ async def test_processor_failure_restarts_the_shard_from_its_checkpoint() -> Non
     assert journal.calls.count(("shardId-000000000000", "initialize")) == 2
 
 
+@simulated
 async def test_shutdown_checkpoints_and_releases_every_lease() -> None:
     """A graceful stop calls shutdown_requested, checkpoints, and leaves no owner."""
     stream = _keyed_stream(3, 30)
@@ -130,6 +133,7 @@ async def test_shutdown_checkpoints_and_releases_every_lease() -> None:
     )
 
 
+@simulated
 async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_expire() -> None:
     """A hand-off lands (the table names this worker) but the worker stops before it
     takes the lease: the stop releases it, so no one waits the failover time."""
@@ -151,6 +155,7 @@ async def test_a_lease_handed_over_just_before_a_stop_is_passed_on_not_left_to_e
     assert all(lease.owner is None for lease in await store.list_leases())
 
 
+@simulated
 async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> None:
     """A split parent is read to its end, checkpointed SHARD_END, then its children."""
     stream = MemoryStream(1)
@@ -176,6 +181,7 @@ async def test_shard_end_is_checkpointed_and_children_follow_their_parent() -> N
     assert {p.sequence for _, p, _ in journal.delivered} == set(before) | set(after)
 
 
+@simulated
 async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery() -> None:
     """Two workers on four shards end 2/2, and no record reaches two processors."""
     stream = MemoryStream(4)
@@ -198,6 +204,7 @@ async def test_a_second_worker_gets_its_share_by_hand_off_with_no_redelivery() -
     assert len(positions) == len(set(positions)) == 200
 
 
+@simulated
 async def test_a_worker_refuses_a_table_where_another_application_renews_leases() -> None:
     """A KCL application (or an earlier release) that renews its leases would read the
     same shards as the fleet: a worker refuses to start beside it, with one line saying
@@ -232,6 +239,7 @@ async def test_a_worker_refuses_a_table_where_another_application_renews_leases(
     await task
 
 
+@simulated
 async def test_a_lease_given_without_its_delivery_is_found_by_the_sweep() -> None:
     """A lease names a worker but the note on its slot was lost (a
     take refused, a delivery dropped): the leader's next sweep sees more leases naming
@@ -253,6 +261,7 @@ async def test_a_lease_given_without_its_delivery_is_found_by_the_sweep() -> Non
     await asyncio.wait_for(task, 10)
 
 
+@simulated
 async def test_each_shards_measured_load_is_written_with_its_checkpoints() -> None:
     """A worker measures each shard's records and KB a second and writes them with its
     checkpoints: what the leader balances by (and KCL 3.x's throughputKBps)."""
@@ -287,6 +296,7 @@ class ThrottlingStream(MemoryStream):
         return await super().get_records(iterator, limit)
 
 
+@simulated
 async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     """Takes, hand-offs, the leader's balancing requests, a fenced-out lease,
     throttles, lag and readiness each show in the series an operator alerts on."""
@@ -347,6 +357,7 @@ async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     assert not first.health().alive
 
 
+@simulated
 async def test_a_processor_that_fails_to_construct_is_retried_not_left_stuck() -> None:
     """A factory that raises once: the shard is read after a back-off, not held unread."""
     stream = MemoryStream(1)
@@ -371,6 +382,7 @@ async def test_a_processor_that_fails_to_construct_is_retried_not_left_stuck() -
     assert calls >= 2
 
 
+@simulated
 async def test_a_shards_load_is_measured_over_several_polls_from_what_its_lease_carries() -> None:
     """A lease that just moved weighs what it weighed before: the new owner smooths
     from the load the lease carries, and measures over at least five idle polls (a
@@ -409,6 +421,7 @@ class TableGoesAtStart(MemoryLeaseStore):
             self.drop_table()
 
 
+@simulated
 async def test_a_table_deleted_while_the_worker_starts_is_created_again() -> None:
     """The worker's start-up (the check for other applications, the id's claim) finds
     the table gone: it creates it again and starts, instead of ending with
@@ -434,6 +447,7 @@ class CreatedByAnother(MemoryLeaseStore):
         return False
 
 
+@simulated
 async def test_leases_another_worker_created_are_given_without_waiting_a_sweep() -> None:
     """The leader's creations are refused because the leases exist: its view is behind
     the table, so it sweeps again at once and gives them, instead of retrying against
