@@ -63,8 +63,6 @@ class Run:
     stop_seconds: float | None = None
     checkpoints: int | None = None
     checkpoint_seconds: float | None = None
-    lease_scan_seconds: float | None = None
-    """Kept for results of releases with scan coordination; None since."""
     duplicates: int = 0
     cpu_seconds: float = 0.0
     """CPU time of this (the bench) process during the run, start-up and stop included."""

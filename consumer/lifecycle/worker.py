@@ -140,7 +140,6 @@ class Worker:
             raise ValueError("a worker needs a stream (or lanes)")
         self.watch = watch
         self.store = store
-        self._rng = rng
         self.alarm = Alarm()
         """Cuts the board beat's sleep short on a wake-up (:mod:`consumer.leases.wake`)."""
         self.wake_address: str | None = None
