@@ -8,8 +8,9 @@ the service, the resource and the endpoint; no traceback reaches the operator.
 
 - Kinesis: the stream is listed, and a LATEST iterator of an open shard is read once
   (proves ListShards, GetShardIterator and GetRecords).
-- DynamoDB: the lease table exists (created when ``LANDER_LEASE_TABLE_CREATE`` allows)
-  and can be scanned, and its leases are keyed as this worker keys them: by shard id
+- DynamoDB: the lease table exists (created when ``LANDER_LEASE_TABLE_CREATE`` allows;
+  ``check_only`` creates nothing and says what start-up would create or change) and
+  can be scanned, and its leases are keyed as this worker keys them: by shard id
   for one stream, ``account:stream:epoch:shardId`` for several (LANDER_STREAMS).
 - The processor's probe (the lander's: a conditional put of the archive's reserved
   probe object, and a second put that must be refused).
@@ -71,6 +72,8 @@ class Passed:
 
     shards: int
     leases: int
+    changes: tuple[str, ...] = ()
+    """What start-up would create or change in the lease table (``check_only``)."""
 
 
 async def preflight(
@@ -81,6 +84,7 @@ async def preflight(
     *,
     create_table: bool,
     multi: bool = False,
+    check_only: bool = False,
 ) -> Passed:
     """Run every check in order; raise PreflightError at the first failure.
 
@@ -91,10 +95,17 @@ async def preflight(
     shards = 0
     for one in streams:
         shards += await _check_stream(target, one)
-    leases = await _check_table(target, store, create_table, multi=multi)
+    if check_only:
+        exists = await _table_call(target, store.table_exists())
+        if not exists and not create_table:
+            raise _no_table(target)
+        changes = await _table_call(target, store.table_changes())
+        leases = await _check_table(target, store, False, multi=multi) if exists else 0
+    else:
+        changes, leases = [], await _check_table(target, store, create_table, multi=multi)
     if probe is not None:
         await _check_probe(target, probe)
-    return Passed(shards=shards, leases=leases)
+    return Passed(shards=shards, leases=leases, changes=tuple(changes))
 
 
 async def _check_stream(target: Target, stream: StreamClient) -> int:
@@ -124,25 +135,38 @@ async def _check_stream(target: Target, stream: StreamClient) -> int:
     return len(shards)
 
 
-async def _check_table(
-    target: Target, store: LeaseStore, create_table: bool, *, multi: bool = False
-) -> int:
+def _no_table(target: Target) -> PreflightError:
+    return PreflightError(
+        f"lease table {target.lease_table} does not exist (DynamoDB at "
+        f"{target.dynamodb_endpoint}) and LANDER_LEASE_TABLE_CREATE is false: create it, "
+        "or allow the worker to"
+    )
+
+
+async def _table_call(target: Target, call: Awaitable[T]) -> T:
+    """A lease-table call with the check's errors: unreachable, or not usable."""
     where = f"DynamoDB at {target.dynamodb_endpoint}"
     try:
-        if create_table:
-            await _bounded(store.ensure_table(), where)
-        leases = await _bounded(store.list_leases(), where)
+        return await _bounded(call, where)
     except TableMissingError:
-        raise PreflightError(
-            f"lease table {target.lease_table} does not exist ({where}) and "
-            "LANDER_LEASE_TABLE_CREATE is false: create it, or allow the worker to"
-        ) from None
+        raise
     except (LeaseStoreError, ClientError, BotoCoreError, OSError) as exc:
         if _unreachable(exc):
             raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
         raise PreflightError(
             f"lease table {target.lease_table} is not usable ({where}): {_cause(exc)}"
         ) from None
+
+
+async def _check_table(
+    target: Target, store: LeaseStore, create_table: bool, *, multi: bool = False
+) -> int:
+    try:
+        if create_table:
+            await _table_call(target, store.ensure_table())
+        leases = await _table_call(target, store.list_leases())
+    except TableMissingError:
+        raise _no_table(target) from None
     other = next((lease.key for lease in leases if (":" in lease.key) != multi), None)
     if other is not None:
         raise PreflightError(

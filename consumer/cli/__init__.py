@@ -490,6 +490,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
                 probe,
                 create_table=settings.lease_table_create,
                 multi=fleet is not None,
+                check_only=check_only,
             )
         except PreflightError as exc:
             print(f"lander: {exc}", file=sys.stderr)
@@ -514,11 +515,17 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
                 print(f"lander: {exc}", file=sys.stderr)
                 return EXIT_REFUSED
         if check_only:
+            changes = (
+                "start-up would " + " and ".join(passed.changes)
+                if passed.changes
+                else "start-up changes nothing in the lease table"
+            )
             print(
                 f"lander: start-up checks passed: stream{'s' if fleet else ''} "
                 f"{', '.join(names) or '(none yet)'} ({passed.shards} "
                 f"shards), lease table {settings.lease_table} ({passed.leases} leases), "
-                f"archive {settings.archive or '-'}, processor {settings.processor}"
+                f"archive {settings.archive or '-'}, processor {settings.processor}; "
+                f"{changes}"
             )
             return 0
         worker = Worker(

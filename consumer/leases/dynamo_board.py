@@ -52,7 +52,6 @@ _THROTTLED = {
     "RequestLimitExceeded",
     "LimitExceededException",
 }
-_NO_INDEX = ("AccessDeniedException", "LimitExceededException", "ResourceInUseException")
 _LIVE = "attribute_exists(slots.#w) AND attribute_not_exists(slots.#w.f)"
 
 
@@ -141,17 +140,32 @@ class DynamoBoard:
                 GlobalSecondaryIndexUpdates=[{"Create": create}],
             )
         except ClientError as exc:
-            code = error_code(exc)
-            if code not in _NO_INDEX:
-                raise
+            # Any refusal (no right to UpdateTable, a limit, an index being built, or a
+            # ValidationException such as dynalite's for an on-demand table) only costs
+            # the index: owners are found by Scan, as before it existed.
+            message = str(exc.response.get("Error", {}).get("Message", ""))[:200]
             log.warning(
                 "could not add the lease owner index; owners are found by Scan meanwhile",
                 index=OWNER_INDEX,
-                error=code,
+                table=self._table,
+                error=error_code(exc),
+                reason=message,
             )
             return False
-        log.info("lease owner index added", index=OWNER_INDEX, table=self._table)
+        log.info("lease owner index requested; owners by Scan until it is built", index=OWNER_INDEX)
         return False
+
+    @aws_errors
+    async def table_changes(self) -> list[str]:
+        """What :meth:`ensure_table` and :meth:`ensure_owner_index` would change, in
+        words (``lander run --check``); empty when the table is ready as it is."""
+        table = await self._describe()
+        if table is None:
+            return [f"create the lease table {self._table} (on-demand, with {OWNER_INDEX})"]
+        indexes = {i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])}
+        if OWNER_INDEX in indexes:
+            return []
+        return [f"add the index {OWNER_INDEX} to the lease table {self._table} (UpdateTable)"]
 
     @aws_errors
     async def owned_by(self, owner: str) -> list[str]:

@@ -58,6 +58,18 @@ class MemoryLeaseStore:
         if self.leases is None:
             self.leases = {}
 
+    async def table_exists(self) -> bool:
+        """Whether the table exists."""
+        return self.leases is not None
+
+    async def table_changes(self) -> list[str]:
+        """The table's creation while it does not exist."""
+        return ["create the lease table"] if self.leases is None else []
+
+    async def ensure_owner_index(self) -> bool:
+        """Nothing to add: :meth:`owned_by` reads the dict."""
+        return self.leases is not None
+
     async def list_leases(self, *, consistent: bool = True) -> list[Lease]:
         """All shard leases (always current: the fake has no replicas)."""
         return [

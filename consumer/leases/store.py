@@ -28,6 +28,18 @@ class LeaseStore(Protocol):
     async def ensure_table(self) -> None:
         """Create the table if it is missing (idempotent, safe to race)."""
 
+    async def table_exists(self) -> bool:
+        """Whether the table exists (in any status)."""
+
+    async def table_changes(self) -> list[str]:
+        """What :meth:`ensure_table` and :meth:`ensure_owner_index` would change, one
+        phrase each (``lander run --check``); nothing is changed."""
+
+    async def ensure_owner_index(self) -> bool:
+        """Add the owner index :meth:`owned_by` queries to a table without it (KCL 2.x's,
+        say); True once it is usable. A refusal is logged in one line and costs only
+        the index: :meth:`owned_by` scans meanwhile."""
+
     async def list_leases(self, *, consistent: bool = True) -> list[Lease]:
         """Every shard lease, strongly consistent unless asked otherwise (the lander's
         own items, whose keys start with ``RESERVED_PREFIX``, are left out). Raises

@@ -303,9 +303,7 @@ class Worker:
 
     async def _start_board(self) -> list[asyncio.Task[None]]:
         """Join the board (adding the owner index to an older table first)."""
-        ensure_index = getattr(self.store, "ensure_owner_index", None)
-        if ensure_index is not None:
-            await ensure_index()
+        await self.store.ensure_owner_index()
         await self.board.join()
         self._last_contact = time.monotonic()
         board = self.board

@@ -40,6 +40,19 @@ async def test_ensure_table_is_idempotent(table: Table) -> None:
     assert [lease.key for lease in await table.store.list_leases()] == ["s-1"]
 
 
+async def test_table_changes_name_what_start_up_would_do_and_do_nothing(table: Table) -> None:
+    """A ready table needs no change; a missing one would be created, and asking
+    creates nothing (``lander run --check``)."""
+    assert await table.store.table_exists()
+    assert await table.store.table_changes() == []
+    assert await table.store.ensure_owner_index()
+    await table.drop()
+    assert not await table.store.table_exists()
+    (change,) = await table.store.table_changes()
+    assert change.startswith("create the lease table")
+    assert not await table.store.table_exists()
+
+
 async def test_take_is_conditional_on_what_was_observed(table: Table) -> None:
     """A take succeeds once per observation; a stale observation loses."""
     await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)

@@ -71,11 +71,37 @@ def base_env(aws_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def test_a_healthy_setup_passes_the_checks(base_env: dict[str, str]) -> None:
-    """`lander run --check` runs every start-up check, prints what it found, exits 0."""
+    """`lander run --check` runs every start-up check, prints what it found and what
+    start-up would create or change in the lease table, changes nothing, exits 0."""
+    import boto3
+
+    table = base_env["LANDER_LEASE_TABLE"]
+    dynamodb = boto3.client("dynamodb", endpoint_url=base_env["AWS_ENDPOINT_URL_DYNAMODB"])
     done = _lander(base_env, "run", "--check")
     assert done.returncode == 0, done.stderr
     assert "start-up checks passed: stream pre-" in done.stdout
     assert "(1 shards)" in done.stdout
+    assert (
+        f"start-up would create the lease table {table} (on-demand, with "
+        "LeaseOwnerToLeaseKeyIndex)" in done.stdout
+    )
+    assert table not in dynamodb.list_tables()["TableNames"]
+
+    # A table KCL 2.x made (no owner index): the index is what start-up would add.
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    done = _lander(base_env, "run", "--check")
+    assert done.returncode == 0, done.stderr
+    assert f"lease table {table} (0 leases)" in done.stdout
+    assert (
+        "start-up would add the index LeaseOwnerToLeaseKeyIndex to the lease table "
+        f"{table} (UpdateTable)\n"
+    ) in done.stdout
+    assert not dynamodb.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes")
 
 
 @pytest.mark.parametrize(
