@@ -37,11 +37,12 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
-from bench.billing import KclDefaults
 from bench.cluster import Producer
+from bench.kcl import KclDefaults
 from bench.local_aws import boto3_client, create_stream, local_aws, shard_hash_keys
 from bench.report import fmt, progress, table
-from consumer.leases.board import LEAD_SECONDS
+from consumer.leases.board import LEAD_SECONDS, WATCH_SECONDS
+from consumer.leases.leader import DEPUTY_SCAN_SECONDS
 
 SHARDS = 4
 WORKERS = 3
@@ -81,18 +82,25 @@ def lander_model_per_minute(
 ) -> dict[str, float]:
     """What docs/operations.md ("Costs per shard") predicts for the lander, a minute.
 
-    No lease is renewed: the row KCL's renewals fill holds the board beats (the leader
-    and the next in line every ``lead_seconds``, every other worker every renew
-    interval). Only the leader sweeps the table and lists the shards. GetRecords is
-    left out: it depends on the traffic (60 to 300 per shard-minute).
+    No lease is renewed: the row KCL's renewals fill holds the beats, each worker's on
+    its own slot every renew interval. The leader renews the leader item and Scans the
+    workers table every ``lead_seconds``; the deputy reads the leader item as often and
+    Scans the workers table every :data:`DEPUTY_SCAN_SECONDS`; every other worker reads
+    the leader item every :data:`WATCH_SECONDS`. Only the leader sweeps the lease table
+    and lists the shards. GetRecords is left out: it depends on the traffic (60 to 300
+    per shard-minute).
     """
-    fast = min(workers, 2)
+    deputies = 1 if workers >= 2 else 0
+    others = max(0, workers - 2)
     return {
-        "dynamodb UpdateItem (renew)": fast * 60 / min(lead_seconds, renew_seconds)
-        + (workers - fast) * 60 / renew_seconds,
+        "dynamodb UpdateItem (renew)": workers * 60 / renew_seconds,
         "dynamodb UpdateItem (checkpoint)": shards * checkpoints_per_shard_minute,
         "dynamodb UpdateItem (take, hand-off, release)": 0.0,
-        "dynamodb Scan": 60 / sweep_seconds,
+        "dynamodb PutItem": 60 / lead_seconds,
+        "dynamodb Scan": 60 / sweep_seconds
+        + 60 / lead_seconds
+        + deputies * 60 / DEPUTY_SCAN_SECONDS,
+        "dynamodb GetItem": deputies * 60 / lead_seconds + others * 60 / WATCH_SECONDS,
         "kinesis ListShards": 60 / shard_sync_seconds,
         "kinesis GetShardIterator": 0.0,
     }

@@ -5,8 +5,8 @@ bills it: item sizes from the attributes :class:`consumer.leases.dynamo.DynamoLe
 writes, 4 KB read units (a strongly consistent read 1 unit, an eventually consistent
 one half), 1 KB write units, conditional writes billed whether they succeed or not.
 Every call also takes :data:`LATENCY` of (simulated) time, so that workers calling it
-interleave as they do over a network. :func:`kcl_costs` computes what KCL 2.x and 3.x
-cost under their defaults with the same units. Used by :mod:`bench.scale`.
+interleave as they do over a network. :mod:`bench.kcl` computes what KCL 2.x and 3.x cost
+under their defaults with the same units. Used by :mod:`bench.scale`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from collections.abc import Coroutine, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from consumer.leases.board import BOARD_KEY, Board
+from consumer.leases.board import Board, Leadership, Slot
+from consumer.leases.board_item import KEY, LEADER_KEY, SLOT_PREFIX
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import WORKER_KEY_PREFIX, Lease, ShardLoad, ShardReport
 from consumer.leases.store import Expect
@@ -69,22 +70,30 @@ def item_bytes(lease: Lease) -> int:
     return size
 
 
-def board_bytes(board: Board | None) -> int:
-    """The size DynamoDB bills for the board item, as
-    :class:`consumer.leases.dynamo_board.DynamoBoard` writes it (3 bytes per map or
-    list entry, one per boolean)."""
-    if board is None:
+def slot_bytes(worker: str, slot: Slot | None) -> int:
+    """The size DynamoDB bills for a worker's slot item, as
+    :class:`consumer.leases.dynamo_board.DynamoBoard` writes it (one-letter attribute
+    names; 3 bytes per list entry, one per boolean)."""
+    if slot is None:
         return 0
-    size = len("leaseKey") + len(BOARD_KEY) + len("joins") + _number(board.joins) + len("slots")
-    for worker, slot in board.slots.items():
-        size += len(worker.encode()) + 3
-        size += 5 + _number(slot.counter) + _number(slot.joined) + _number(slot.notices)
-        size += _number(slot.held) + 2 + 3 + sum(len(k) + 3 for k in slot.incoming)
-        size += 2 if slot.fenced else 0
-        size += 1 + _number(round(slot.cpu * 10))
-        size += 1 + _number(slot.beat_ms) if slot.beat_ms is not None else 0
-        size += 4 + len(slot.instance) if slot.instance is not None else 0
-        size += 4 + len(slot.address) if slot.address is not None else 0
+    size = len(KEY) + len(SLOT_PREFIX) + len(worker.encode())
+    size += 5 + _number(slot.counter) + _number(slot.joined) + _number(slot.notices)
+    size += _number(slot.held) + 2 + 3 + sum(len(k) + 3 for k in slot.incoming)
+    size += 2 if slot.fenced else 0
+    size += 1 + _number(round(slot.cpu * 10))
+    size += 1 + _number(slot.beat_ms) if slot.beat_ms is not None else 0
+    size += 1 + len(slot.instance) if slot.instance is not None else 0
+    size += 1 + len(slot.address) if slot.address is not None else 0
+    return size
+
+
+def leadership_bytes(leadership: Leadership | None) -> int:
+    """The size of the leader item."""
+    if leadership is None:
+        return 0
+    size = len(KEY) + len(LEADER_KEY) + 1 + len(leadership.leader) + 1 + _number(leadership.counter)
+    size += 1 + len(leadership.deputy) if leadership.deputy is not None else 0
+    size += 1 + len(leadership.address) if leadership.address is not None else 0
     return size
 
 
@@ -100,6 +109,9 @@ class Bill:
     calls: Counter[str] = field(default_factory=Counter)
     read_units: float = 0.0
     write_units: float = 0.0
+    item_writes: Counter[str] = field(default_factory=Counter)
+    """Write units by item (lease key, ``worker/<id>``, ``leader``): the hottest one
+    is what one partition must serve."""
 
     def minus(self, before: Bill) -> Bill:
         """What was billed since ``before`` (a copy taken earlier)."""
@@ -107,11 +119,21 @@ class Bill:
             self.calls - before.calls,
             self.read_units - before.read_units,
             self.write_units - before.write_units,
+            self.item_writes - before.item_writes,
         )
 
     def copy(self) -> Bill:
         """A snapshot."""
-        return Bill(Counter(self.calls), self.read_units, self.write_units)
+        return Bill(
+            Counter(self.calls), self.read_units, self.write_units, Counter(self.item_writes)
+        )
+
+    def hottest(self) -> tuple[str, float]:
+        """The item written most (by write units), and its write units."""
+        if not self.item_writes:
+            return "-", 0.0
+        key, units = self.item_writes.most_common(1)[0]
+        return key, float(units)
 
 
 class BilledLeaseStore(MemoryLeaseStore):
@@ -122,7 +144,8 @@ class BilledLeaseStore(MemoryLeaseStore):
         self.bill = Bill()
         self._sizes: dict[str, int] = {}
         self._owners: dict[str, str] = {}
-        self._board_size = 0
+        self._slot_sizes: dict[str, int] = {}
+        self._workers_total = 0
         self._total = 0
 
     def _resize(self, key: str) -> int:
@@ -138,16 +161,26 @@ class BilledLeaseStore(MemoryLeaseStore):
         return max(before, after)
 
     def _write(self, name: str, key: str, ok: bool) -> None:
-        size = self._board_resize() if key == BOARD_KEY else self._resize(key)
+        workers = key == LEADER_KEY or key.startswith(SLOT_PREFIX)
+        size = self._workers_resize(key) if workers else self._resize(key)
         self.bill.calls[name if ok else f"{name} (condition failed)"] += 1
-        self.bill.write_units += max(1, math.ceil(size / WRITE_UNIT))
-        if key != BOARD_KEY:
+        units = max(1, math.ceil(size / WRITE_UNIT))
+        self.bill.write_units += units
+        self.bill.item_writes[key] += units
+        if not workers:
             self._index_write(key)
 
-    def _board_resize(self) -> int:
-        before, after = self._board_size, board_bytes(self.board)
-        self._board_size = after
-        self._total += after - before
+    def _workers_resize(self, key: str) -> int:
+        """Record a workers-table item's size after a write; the larger of before and
+        after."""
+        if key == LEADER_KEY:
+            after = leadership_bytes(self.leadership)
+        else:
+            worker = key[len(SLOT_PREFIX) :]
+            after = slot_bytes(worker, (self.slots or {}).get(worker))
+        before = self._slot_sizes.get(key, 0)
+        self._slot_sizes[key] = after
+        self._workers_total += after - before
         return max(before, after)
 
     def _index_write(self, key: str) -> None:
@@ -201,11 +234,22 @@ class BilledLeaseStore(MemoryLeaseStore):
         return found
 
     async def read_board(self) -> Board:
-        """A strongly consistent GetItem of the board."""
-        await asyncio.sleep(LATENCY)
+        """An eventually consistent Scan of the workers table."""
+        await asyncio.sleep(LATENCY * (1 + self._workers_total / 100_000))
         found = await super().read_board()
-        self.bill.calls["GetItem board (strong)"] += 1
-        self.bill.read_units += max(1, math.ceil(self._board_size / READ_UNIT))
+        self.bill.calls["Scan workers (eventual)"] += max(
+            1, math.ceil(self._workers_total / SCAN_PAGE)
+        )
+        self.bill.read_units += max(1, math.ceil(self._workers_total / READ_UNIT)) / 2
+        return found
+
+    async def read_slot(self, worker: str) -> Slot | None:
+        """A strongly consistent GetItem of a slot."""
+        await asyncio.sleep(LATENCY)
+        found = await super().read_slot(worker)
+        self.bill.calls["GetItem slot (strong)"] += 1
+        size = self._slot_sizes.get(SLOT_PREFIX + worker, 0)
+        self.bill.read_units += max(1, math.ceil(size / READ_UNIT))
         return found
 
     async def join(
@@ -215,34 +259,64 @@ class BilledLeaseStore(MemoryLeaseStore):
         *,
         expect: Expect = "any",
         address: str | None = None,
-    ) -> Board:
-        """GetItem of the board, then the conditional write of the new slot."""
-        await self.read_board()
+    ) -> Slot:
+        """GetItem of the slot, then the conditional PutItem of a fresh one."""
+        await self.read_slot(worker)
         call = super().join(worker, instance, expect=expect, address=address)
-        return cast("Board", await self._billed("UpdateItem board join", BOARD_KEY, call))
+        return cast("Slot", await self._billed("PutItem slot join", SLOT_PREFIX + worker, call))
 
     async def beat(
         self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
-    ) -> Board:
-        """UpdateItem on the board, returning it (no read units: ALL_NEW is free)."""
+    ) -> Slot:
+        """UpdateItem on the worker's slot, returning it (no read units: ALL_NEW is free)."""
         call = super().beat(worker, counter, held=held, leaving=leaving, read=read, cpu=cpu)
-        return cast("Board", await self._billed("UpdateItem board beat", BOARD_KEY, call))
+        return cast("Slot", await self._billed("UpdateItem slot beat", SLOT_PREFIX + worker, call))
 
     async def fence(self, worker: str, counter: int) -> bool:
         call = super().fence(worker, counter)
-        return cast("bool", await self._billed("UpdateItem board fence", BOARD_KEY, call))
+        return cast("bool", await self._billed("UpdateItem slot fence", SLOT_PREFIX + worker, call))
 
     async def deliver(self, worker: str, keys: Sequence[str]) -> bool:
         call = super().deliver(worker, keys)
-        return cast("bool", await self._billed("UpdateItem board deliver", BOARD_KEY, call))
+        key = SLOT_PREFIX + worker
+        return cast("bool", await self._billed("UpdateItem slot deliver", key, call))
 
-    async def notify(self, worker: str) -> bool:
+    async def notify(self, worker: str) -> Slot | None:
         call = super().notify(worker)
-        return cast("bool", await self._billed("UpdateItem board notice", BOARD_KEY, call))
+        key = SLOT_PREFIX + worker
+        return cast("Slot | None", await self._billed("UpdateItem slot notice", key, call))
 
     async def remove_slot(self, worker: str, *, counter: int | None = None) -> bool:
         call = super().remove_slot(worker, counter=counter)
-        return cast("bool", await self._billed("UpdateItem board remove", BOARD_KEY, call))
+        return cast("bool", await self._billed("DeleteItem slot", SLOT_PREFIX + worker, call))
+
+    async def read_leadership(self) -> Leadership | None:
+        """An eventually consistent GetItem of the leader item."""
+        await asyncio.sleep(LATENCY)
+        found = await super().read_leadership()
+        self.bill.calls["GetItem leader (eventual)"] += 1
+        self.bill.read_units += 0.5
+        return found
+
+    async def claim_leadership(
+        self, worker: str, counter: int | None, address: str | None = None
+    ) -> Leadership | None:
+        call = super().claim_leadership(worker, counter, address)
+        return cast(
+            "Leadership | None", await self._billed("PutItem leader claim", LEADER_KEY, call)
+        )
+
+    async def renew_leadership(
+        self, worker: str, counter: int, *, deputy: str | None, address: str | None = None
+    ) -> Leadership | None:
+        call = super().renew_leadership(worker, counter, deputy=deputy, address=address)
+        return cast(
+            "Leadership | None", await self._billed("PutItem leader renew", LEADER_KEY, call)
+        )
+
+    async def resign_leadership(self, worker: str, counter: int) -> bool:
+        call = super().resign_leadership(worker, counter)
+        return cast("bool", await self._billed("DeleteItem leader", LEADER_KEY, call))
 
     async def get_lease(self, key: str) -> Lease | None:
         """A strongly consistent GetItem."""
@@ -308,64 +382,3 @@ class BilledLeaseStore(MemoryLeaseStore):
 
     async def delete_lease(self, key: str) -> None:
         await self._billed("DeleteItem", key, super().delete_lease(key))
-
-
-# -- KCL's defaults, with the same billing ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class KclDefaults:
-    """KCL 2.x's default timings (milliseconds), as its config classes declare them."""
-
-    failover_ms: float = 10_000
-    epsilon_ms: float = 25
-    shard_sync_ms: float = 60_000
-    idle_between_reads_ms: float = 1_000
-    max_records: int = 10_000
-
-    @property
-    def renew_ms(self) -> float:
-        """DynamoDBLeaseCoordinator: renewerIntervalMillis = failover / 3 - epsilon."""
-        return self.failover_ms / 3 - self.epsilon_ms
-
-    @property
-    def taker_ms(self) -> float:
-        """DynamoDBLeaseCoordinator: takerIntervalMillis = (failover + epsilon) * 2."""
-        return (self.failover_ms + self.epsilon_ms) * 2
-
-
-KCL_ITEM_BYTES = 300
-"""The issue's assumption for a KCL lease item."""
-KCL_KEY_BYTES = 40
-"""What a KEYS_ONLY GSI entry holds: the lease key (and the owner it is keyed on)."""
-
-
-def kcl_costs(
-    shards: int, workers: int, kcl: KclDefaults | None = None
-) -> dict[str, dict[str, float]]:
-    """Read and write units per shard-minute of KCL 2.x and 3.x under their defaults.
-
-    Both renew every held lease every ``failover / 3 - epsilon`` (one write each).
-    KCL 2.x: every worker's lease taker Scans the whole table, eventually consistent,
-    every ``2 x (failover + epsilon)``. KCL 3.x: a leader Scans every 20 s (eventually
-    consistent); every worker Queries the KEYS_ONLY GSI on ``leaseOwner`` every 10 s for
-    its own leases; the GSI is written only when an owner changes (none in a steady
-    state).
-    """
-    kcl = kcl or KclDefaults()
-    scan = math.ceil(shards * KCL_ITEM_BYTES / READ_UNIT) * 0.5
-    renewals = shards / (kcl.renew_ms / 1000) * math.ceil(KCL_ITEM_BYTES / WRITE_UNIT)
-    kcl2_reads = workers * scan / (kcl.taker_ms / 1000)
-    own = math.ceil(shards / workers * KCL_KEY_BYTES / READ_UNIT) * 0.5
-    kcl3_reads = scan / 20.0 + workers * own / 10.0
-    per_shard_minute = 60.0 / shards
-    return {
-        "kcl2": {
-            "read_units": round(kcl2_reads * per_shard_minute, 3),
-            "write_units": round(renewals * per_shard_minute, 3),
-        },
-        "kcl3": {
-            "read_units": round(kcl3_reads * per_shard_minute, 3),
-            "write_units": round(renewals * per_shard_minute, 3),
-        },
-    }

@@ -1,11 +1,11 @@
 """Lease coordination at scale: the real workers on in-memory stores in simulated time.
 
-Hundreds of shards and up to a hundred workers cannot run as processes on two cores,
+Thousands of shards and up to a thousand workers cannot run as processes on two cores,
 and the lease protocol's costs are counts, not speeds. So this runs the product's own
 :class:`~consumer.lifecycle.worker.Worker` objects (default timings, an empty
 in-memory stream, a processor that does nothing) in one process, in simulated time
 (:mod:`bench.virtual_time`), against one in-memory lease table that bills every call as
-DynamoDB would (:class:`bench.billing.BilledLeaseStore`).
+DynamoDB would (:class:`bench.billing.BilledLeaseStore`), the workers table included.
 
 Each size runs four phases in one simulation (board coordination, docs/consumer.md;
 the scan coordination of earlier releases was measured here too until it was removed):
@@ -13,15 +13,16 @@ the scan coordination of earlier releases was measured here too until it was rem
 - **cold start**: every worker starts at once on a table with no lease; the time until
   every shard is owned by a live worker and no worker holds two more than another
   (``balanced``), and the lease creations and takes it took (failed ones apart);
-- **steady**: a minute once balanced, billed per shard-minute;
+- **steady**: a minute once balanced, billed per shard-minute, with the item written
+  most (its write units a second: what one DynamoDB partition must serve);
 - **10 % die**: a tenth of the workers freeze, as after ``kill -9`` (their calls never
   return); the time until their shards are owned again and the fleet is balanced;
 - **10 % join**: as many new workers start; the time until balanced.
 
 Beside each size, KCL 2.x's and KCL 3.x's defaults computed with the same billing
-(:func:`bench.billing.kcl_costs`). Issue 13 sets the targets: read units per
-shard-minute flat (within 10 %) from 10 to 100 workers and at or below KCL 3.x's,
-balance within 3 planning intervals.
+(:func:`bench.kcl.kcl_costs`). Issues 13 and 44 set the targets: read and write units
+per shard-minute at or below KCL 3.x's at every size, the hottest item at most 100
+write units a second at 10,000 x 1,000, balance within 3 planning intervals.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from typing import Any, cast
 import structlog
 
 from bench import virtual_time
-from bench.billing import Bill, BilledLeaseStore, kcl_costs
+from bench.billing import Bill, BilledLeaseStore
+from bench.kcl import kcl_costs
 from bench.report import progress
 from bench.virtual_time import VirtualClock
 from consumer.config import Settings, load_settings
@@ -50,7 +52,7 @@ from consumer.lifecycle.processor import Checkpointer, InitializationInput, Proc
 from consumer.lifecycle.worker import Worker
 from consumer.stream.memory import MemoryStream
 
-SIZES_FULL = ((1000, 10), (1000, 50), (1000, 100))
+SIZES_FULL = ((1000, 10), (1000, 100), (1000, 1000), (10000, 10), (10000, 100), (10000, 1000))
 SIZES_QUICK = ((100, 10),)
 STEADY_SECONDS = 60.0
 PHASE_LIMIT = 600.0
@@ -146,7 +148,7 @@ class Fleet:
             self._addresses[address] = worker_id
             worker.advertise(address)
             if worker.board is not None:
-                worker.board.waker.transport = self._wake
+                worker.board.courier.waker.transport = self._wake
             task = asyncio.create_task(worker.run(), name=worker_id)
             self.members[worker_id] = _Member(worker, view, task)
 
@@ -224,9 +226,12 @@ class Fleet:
 
 def _per_shard_minute(bill: Bill, shards: int, seconds: float) -> dict[str, Any]:
     scale = 60.0 / (shards * seconds)
+    hottest, units = bill.hottest()
     return {
         "read_units": round(bill.read_units * scale, 3),
         "write_units": round(bill.write_units * scale, 3),
+        "hottest_item": hottest,
+        "hottest_item_wu_per_second": round(units / seconds, 3),
         "calls": {name: round(n * scale, 3) for name, n in sorted(bill.calls.items())},
     }
 
@@ -333,7 +338,8 @@ def render(result: dict[str, Any]) -> str:
     """A readable table."""
     lines = [
         f"{'mode':<6}{'shards x workers':<18}{'RU/shard-min':>13}{'KCL2 RU':>9}{'KCL3 RU':>9}"
-        f"{'WU/shard-min':>13}{'KCL WU':>8}{'cold s':>8}{'die s':>7}{'join s':>8}"
+        f"{'WU/shard-min':>13}{'KCL WU':>8}{'hot WU/s':>9}{'cold s':>8}{'die s':>7}"
+        f"{'join s':>8}"
     ]
     for size in result["sizes"]:
         steady = size.get("steady", {})
@@ -348,6 +354,7 @@ def render(result: dict[str, Any]) -> str:
             f"{steady.get('read_units', float('nan')):>13.3f}"
             f"{kcl['kcl2']['read_units']:>9.2f}{kcl['kcl3']['read_units']:>9.3f}"
             f"{steady.get('write_units', float('nan')):>13.2f}{kcl['kcl2']['write_units']:>8.2f}"
+            f"{steady.get('hottest_item_wu_per_second', float('nan')):>9.2f}"
             f"{seconds('cold_start'):>8}{seconds('die'):>7}{seconds('join'):>8}"
         )
     if result.get("emulators"):

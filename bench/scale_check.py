@@ -4,11 +4,12 @@ The simulation (:mod:`bench.scale`) counts what the lease protocol would send, o
 in-memory stores in simulated time. Here the same protocol runs for real: 8 ``lander
 run`` processes on a 64-shard stream of the embedded stack, their DynamoDB traffic
 through a counting proxy on loopback that labels each request the way
-:class:`bench.billing.BilledLeaseStore` labels its calls (board beats, renewals,
+:class:`bench.billing.BilledLeaseStore` labels its calls (slot beats, the leader item,
 Scans strong or eventual, ...). After the fleet is balanced, a steady window is
 counted and divided by shard-minutes, beside :func:`bench.scale.simulate` at the same
 size. The stream is empty, as in the simulation: no checkpoints, only what
-coordination itself costs.
+coordination itself costs. Then 2 and 8 workers on 16 shards: the largest item of each
+table, which must not grow with the fleet.
 """
 
 from __future__ import annotations
@@ -30,47 +31,66 @@ from bench.local_aws import LocalAws, boto3_client, create_stream
 from bench.report import RESULTS, progress
 from bench.scale import simulate
 from consumer.cli.harness import wait_until
-from consumer.leases.board import BOARD_KEY
+from consumer.leases.board_item import KEY, LEADER_KEY
+from consumer.leases.dynamo_table import WORKERS_SUFFIX
 
 SHARDS, WORKERS = 64, 8
+ITEM_SHARDS = 16
+"""The largest-item check: 2 and then 8 workers on this many shards."""
 STEADY_SECONDS = 60.0
 _SKIP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
 
 def label(operation: str, body: dict[str, Any], failed: bool) -> str:
     """The request's label, as the billed in-memory store names the same call."""
-    key = body.get("Key", {}).get("leaseKey", {}).get("S", "")
-    strong = "strong" if body.get("ConsistentRead") else "eventual"
-    expression = str(body.get("UpdateExpression", ""))
-    if operation == "GetItem":
-        name = "GetItem board (strong)" if key == BOARD_KEY else f"GetItem ({strong})"
-    elif operation == "Scan":
-        name = f"Scan ({strong})"
-    elif operation == "Query":
-        name = "Query owner index"
-    elif operation == "PutItem":
-        name = "PutItem create"
-    elif operation == "UpdateItem" and key == BOARD_KEY:
-        name = "UpdateItem board " + _board_write(expression)
-    elif operation == "UpdateItem":
-        name = "UpdateItem " + _lease_write(expression, key)
+    if str(body.get("TableName", "")).endswith(WORKERS_SUFFIX):
+        name = _workers_call(operation, body)
     else:
-        name = operation
+        name = _lease_call(operation, body)
     return f"{name} (condition failed)" if failed else name
 
 
-def _board_write(expression: str) -> str:
-    for marker, name in (
-        ("slots.#w.c = :next", "beat"),
-        ("slots.#w.f = :true", "fence"),
-        ("list_append", "deliver"),
-        ("slots.#w.g + :one", "notice"),
-        ("SET slots.#w = :slot", "join"),
-        ("REMOVE slots.#w", "remove"),
-    ):
-        if marker in expression:
-            return name
-    return "other"
+def _lease_call(operation: str, body: dict[str, Any]) -> str:
+    key = body.get("Key", {}).get("leaseKey", {}).get("S", "")
+    strong = "strong" if body.get("ConsistentRead") else "eventual"
+    if operation == "GetItem":
+        return f"GetItem ({strong})"
+    if operation == "Scan":
+        return f"Scan ({strong})"
+    if operation == "Query":
+        return "Query owner index"
+    if operation == "PutItem":
+        return "PutItem create"
+    if operation == "UpdateItem":
+        return "UpdateItem " + _lease_write(str(body.get("UpdateExpression", "")), key)
+    return operation
+
+
+def _workers_call(operation: str, body: dict[str, Any]) -> str:
+    key = str(body.get("Key", body.get("Item", {})).get(KEY, {}).get("S", ""))
+    leader = key == LEADER_KEY
+    if operation == "Scan":
+        return "Scan workers (eventual)"
+    if operation == "GetItem":
+        return "GetItem leader (eventual)" if leader else "GetItem slot (strong)"
+    if operation == "PutItem" and leader:
+        condition = str(body.get("ConditionExpression", ""))
+        return "PutItem leader renew" if "w = :me" in condition else "PutItem leader claim"
+    if operation == "PutItem":
+        return "PutItem slot join"
+    if operation == "DeleteItem":
+        return "DeleteItem leader" if leader else "DeleteItem slot"
+    if operation == "UpdateItem":
+        expression = str(body.get("UpdateExpression", ""))
+        for marker, name in (
+            ("c = :next", "beat"),
+            ("f = :true", "fence"),
+            ("list_append", "deliver"),
+            ("g + :one", "notice"),
+        ):
+            if marker in expression:
+                return "UpdateItem slot " + name
+    return operation
 
 
 def _lease_write(expression: str, key: str) -> str:
@@ -157,10 +177,10 @@ class CountingProxy:
         return web.Response(status=status, headers=out, body=payload)
 
 
-def _balanced(table: LeaseTable, workers: list[str]) -> bool:
+def _balanced(table: LeaseTable, workers: list[str], shards: int = SHARDS) -> bool:
     load = table.load()
     counts = [load.get(name, 0) for name in workers]
-    return sum(counts) == SHARDS and max(counts) - min(counts) <= 1
+    return sum(counts) == shards and max(counts) - min(counts) <= 1
 
 
 def measure(aws: LocalAws) -> dict[str, Any]:
@@ -201,14 +221,76 @@ def measure(aws: LocalAws) -> dict[str, Any]:
     }
 
 
+def attribute_bytes(value: dict[str, Any]) -> int:
+    """What DynamoDB counts for one attribute value: a string's UTF-8 bytes, a number
+    about one byte per two digits plus one, one byte for a boolean, 3 bytes per list
+    or map plus its elements (a map's names counted too)."""
+    ((kind, inner),) = value.items()
+    if kind == "S":
+        return len(str(inner).encode())
+    if kind == "N":
+        digits = str(inner).lstrip("-").replace(".", "")
+        return (len(digits) + 1) // 2 + 1
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(str(item).encode()) for item in inner)
+    if kind == "L":
+        return 3 + sum(attribute_bytes(item) + 1 for item in inner)
+    if kind == "M":
+        return 3 + sum(len(name) + attribute_bytes(item) + 1 for name, item in inner.items())
+    return len(json.dumps(inner))
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB bills it: names and values."""
+    return sum(len(name) + attribute_bytes(value) for name, value in item.items())
+
+
+def largest_item(aws: LocalAws, workers: int) -> dict[str, Any]:
+    """``workers`` processes on a 16-shard stream, balanced: the largest item of the
+    lease table and of the workers table, in bytes."""
+    suffix = uuid.uuid4().hex[:8]
+    stream, lease_table = f"bench-items-{suffix}", f"bench-items-leases-{suffix}"
+    create_stream(boto3_client(aws.env, "kinesis"), stream, ITEM_SHARDS)
+    workdir = RESULTS / "scale-work" / f"items-{workers}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    dynamodb = boto3_client(aws.env, "dynamodb")
+    table = LeaseTable(dynamodb, lease_table)
+    fleet = Workers(workdir, stream, lease_table, {})
+    names = [f"w{n}" for n in range(1, workers + 1)]
+    sizes: dict[str, int] = {}
+    try:
+        for name in names:
+            fleet.start(name)
+        wait_until(lambda: _balanced(table, names, ITEM_SHARDS), 120, f"{workers} workers balanced")
+        time.sleep(5)  # a beat of every worker after the last hand-off
+        for kind, name in (("lease", lease_table), ("workers", lease_table + WORKERS_SUFFIX)):
+            items = dynamodb.scan(TableName=name, ConsistentRead=True)["Items"]
+            sizes[kind] = max(item_bytes(item) for item in items)
+    finally:
+        fleet.stop_all()
+    return {"workers": workers, "shards": ITEM_SHARDS, "largest_bytes": sizes}
+
+
 def run_check(aws: LocalAws) -> dict[str, Any]:
-    """The fleet on the emulators, beside the simulation at the same size."""
+    """The fleet on the emulators, beside the simulation at the same size; then the
+    largest items of 2 and of 8 workers on 16 shards."""
     progress(f"scale check: {SHARDS} shards x {WORKERS} processes")
     measured = measure(aws)
     simulated = simulate(SHARDS, WORKERS)
     measured["simulated_calls"] = simulated.get("steady", {}).get("calls", {})
     found = [measured]
-    return {"shards": SHARDS, "workers": WORKERS, "steady_seconds": STEADY_SECONDS, "modes": found}
+    progress(f"scale check: largest items, 2 then 8 workers on {ITEM_SHARDS} shards")
+    items = [largest_item(aws, 2), largest_item(aws, 8)]
+    return {
+        "shards": SHARDS,
+        "workers": WORKERS,
+        "steady_seconds": STEADY_SECONDS,
+        "modes": found,
+        "items": items,
+    }
 
 
 def render_check(result: dict[str, Any]) -> str:
@@ -228,4 +310,13 @@ def render_check(result: dict[str, Any]) -> str:
                 f"    {name:<34}{measured.get(name, 0):>9.3f} emulators"
                 f"{simulated.get(name, 0):>9.3f} simulated"
             )
+    items = result.get("items") or []
+    if len(items) == 2:
+        few, many = (item["largest_bytes"] for item in items)
+        lines.append(
+            f"largest item, {items[0]['shards']} shards, {items[0]['workers']} then "
+            f"{items[1]['workers']} workers: lease table {few['lease']} B, {many['lease']} B "
+            f"({many['lease'] / few['lease']:.2f}x); workers table {few['workers']} B, "
+            f"{many['workers']} B ({many['workers'] / few['workers']:.2f}x)"
+        )
     return "\n".join(lines)

@@ -15,7 +15,8 @@ again after a grace for its clean-up.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 STOP_POLL_SECONDS = 0.05
 """How often :func:`stop_task` drops what its task queued."""
@@ -62,3 +63,18 @@ async def stop_task(
         task.cancel()
         raise
     await asyncio.gather(task, return_exceptions=True)  # done: only collects it
+
+
+CONCURRENT_CALLS = 32
+"""Calls :func:`batched` keeps in flight at once (a leader's cold start gives every
+lease; a worker reads all of its leases)."""
+
+_T = TypeVar("_T")
+
+
+async def batched(calls: list[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """Await the calls, at most :data:`CONCURRENT_CALLS` at a time, results in order."""
+    results: list[_T] = []
+    for start in range(0, len(calls), CONCURRENT_CALLS):
+        results.extend(await asyncio.gather(*calls[start : start + CONCURRENT_CALLS]))
+    return results

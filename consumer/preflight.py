@@ -34,6 +34,7 @@ from botocore.exceptions import (
 
 from consumer.aws import error_code
 from consumer.errors import RefusedError
+from consumer.leases.model import Lease
 from consumer.leases.store import LeaseStore, LeaseStoreError, TableMissingError
 from consumer.lifecycle.processor import Probe
 from consumer.sequence import Sentinel
@@ -96,11 +97,14 @@ async def preflight(
     for one in streams:
         shards += await _check_stream(target, one)
     if check_only:
-        exists = await _table_call(target, store.table_exists())
-        if not exists and not create_table:
+        if not create_table and not await _table_call(target, store.table_exists()):
             raise _no_table(target)
         changes = await _table_call(target, store.table_changes())
-        leases = await _check_table(target, store, False, multi=multi) if exists else 0
+        try:
+            found = await _table_call(target, store.list_leases())
+        except TableMissingError:
+            found = []  # start-up would create it
+        leases = _check_keys(target, found, multi=multi)
     else:
         changes, leases = [], await _check_table(target, store, create_table, multi=multi)
     if probe is not None:
@@ -137,7 +141,8 @@ async def _check_stream(target: Target, stream: StreamClient) -> int:
 
 def _no_table(target: Target) -> PreflightError:
     return PreflightError(
-        f"lease table {target.lease_table} does not exist (DynamoDB at "
+        f"lease table {target.lease_table} (or its workers table "
+        f"{target.lease_table}-workers) does not exist (DynamoDB at "
         f"{target.dynamodb_endpoint}) and LANDER_LEASE_TABLE_CREATE is false: create it, "
         "or allow the worker to"
     )
@@ -167,6 +172,13 @@ async def _check_table(
         leases = await _table_call(target, store.list_leases())
     except TableMissingError:
         raise _no_table(target) from None
+    if not create_table and not await _table_call(target, store.table_exists()):
+        raise _no_table(target)  # the lease table, but not its workers table
+    return _check_keys(target, leases, multi=multi)
+
+
+def _check_keys(target: Target, leases: list[Lease], *, multi: bool) -> int:
+    """The leases are keyed as this worker keys them; how many there are."""
     other = next((lease.key for lease in leases if (":" in lease.key) != multi), None)
     if other is not None:
         raise PreflightError(

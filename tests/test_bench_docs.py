@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from bench.aws_requests import classify, kcl_per_minute, lander_model_per_minute
-from bench.billing import KclDefaults
 from bench.docs import replace_block, summary_table, update_text
+from bench.kcl import KclDefaults
 
 PAGE = """# Benchmarks
 
@@ -156,11 +156,15 @@ def test_lander_model_matches_the_operations_page() -> None:
     model = lander_model_per_minute(
         4, 3, 6.0, renew_seconds=10 / 3, sweep_seconds=60.0, shard_sync_seconds=30.0
     )
-    # docs/operations.md, worked example: 138 beats (the leader and the next in line
-    # every second, the third worker every 3.3 s), 24 checkpoints, 1 Scan, 2 ListShards.
-    assert model["dynamodb UpdateItem (renew)"] == pytest.approx(120 + 18)
+    # docs/operations.md, worked example: 54 beats (each worker every 3.3 s), 60 writes
+    # of the leader item, 24 checkpoints; 91 Scans (the leader's of the workers table
+    # every second, the deputy's every 2 s, the sweep); 62 GetItems of the leader item
+    # (the deputy every second, the third worker every 30 s); 2 ListShards.
+    assert model["dynamodb UpdateItem (renew)"] == pytest.approx(54)
+    assert model["dynamodb PutItem"] == pytest.approx(60)
     assert model["dynamodb UpdateItem (checkpoint)"] == 24
-    assert model["dynamodb Scan"] == pytest.approx(1)
+    assert model["dynamodb Scan"] == pytest.approx(91)
+    assert model["dynamodb GetItem"] == pytest.approx(62)
     assert model["kinesis ListShards"] == pytest.approx(2)
 
 

@@ -24,7 +24,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -39,6 +39,10 @@ from consumer.config import (
     load_settings,
 )
 from consumer.telemetry import configure_logging
+
+if TYPE_CHECKING:
+    from consumer.leases.board import Board
+    from consumer.leases.dynamo import DynamoLeaseStore
 
 log = structlog.get_logger("consumer.cli")
 
@@ -274,7 +278,7 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         try:
             store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
             leases = await store.list_leases()
-            board = await store.read_board()
+            board = await _board_if_any(store)
         except TableMissingError:
             print(
                 f"lander: lease table {settings.lease_table} does not exist "
@@ -340,7 +344,7 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         print(render_table(rows[None], settings.stream, table))
         print(read_mode_line(mode))
     if not as_json and board.slots:
-        print(f"board coordination: {len(board.slots)} workers on the board")
+        print(f"board coordination: {len(board.slots)} workers in the workers table")
         print("\n".join(board_lines(board, now)))
     return 0
 
@@ -430,6 +434,18 @@ def _demo(args: argparse.Namespace) -> int:
         spark_master=args.master,
     )
     return run_demo(spec)
+
+
+async def _board_if_any(store: DynamoLeaseStore) -> Board:
+    """The workers table, or an empty board before any lander worker made it (a table
+    a KCL application left)."""
+    from consumer.leases.board import Board
+    from consumer.leases.store import TableMissingError
+
+    try:
+        return await store.read_board()
+    except TableMissingError:
+        return Board()
 
 
 async def _run(settings: Settings, *, check_only: bool = False) -> int:

@@ -7,10 +7,10 @@ never writes, so it is safe to run against a live table as often as you like.
 
 Lease age and "stale" come from the wall-clock stamp workers write for this view
 (``lastUpdateMs``); workers themselves never judge expiry by wall clock. Leases are
-not renewed, so "stale" comes from the owner's board slot: fenced, missing, or its
-last beat's stamp older than the failover time (for an owner not on the board, a KCL
-worker's, from the lease's own stamp). The board
-adds one GetItem and a line per worker (joined order, leader first, leases, CPU). "Stalled"
+not renewed, so "stale" comes from the owner's slot in the workers table: fenced,
+missing, or its last beat's stamp older than the failover time (for an owner without a
+slot, a KCL worker's, from the lease's own stamp). The workers table adds one Scan and
+a line per worker (the leader first, then join order; leases, CPU). "Stalled"
 comes from the owner's own report with each heartbeat: records wait and the
 checkpoint has not moved for ``stall_seconds`` (a duration the owner measured).
 """
@@ -123,10 +123,11 @@ def _owner_age(lease: Lease, board: Board | None, age: float | None, now_ms: int
 
 
 def board_lines(board: Board, now_ms: int) -> list[str]:
-    """One line per worker on the board, in join order (the first live one leads)."""
+    """One line per worker: the leader (as the leader item names it) first, then the
+    others in join order."""
     lines = []
-    ordered = sorted(board.slots.items(), key=lambda item: item[1].joined)
-    leader = next((worker for worker, slot in ordered if not slot.fenced), None)
+    leader = None if board.leadership is None else board.leadership.leader
+    ordered = sorted(board.slots.items(), key=lambda item: (item[0] != leader, item[1].joined))
     for worker, slot in ordered:
         beat = "-" if slot.beat_ms is None else _duration(max(0, now_ms - slot.beat_ms)) + " ago"
         flags = [

@@ -1,28 +1,36 @@
-"""The board: one lease-table item that shows which workers are alive, and the pure
-decisions of board coordination.
+"""Board coordination: each worker's item in the workers table, one leader, and the
+pure decisions they take.
 
 Scanning every lease to judge expiry costs every worker a read of the whole table per
 scan, so the table's read cost grows with workers x shards (the scan coordination of
-earlier releases; docs/benchmarks.md, scale). On the board each worker instead has a
-*slot* in one item, keyed ``lander-board``: a heartbeat counter it bumps with a
-conditional write that returns the whole item, so every worker watches every other
-worker's counter at the cost of its own write, and nobody scans to judge liveness.
+earlier releases; docs/benchmarks.md, scale). Renewing every lease, as KCL does, costs a
+write per lease every few seconds. Here each worker instead keeps a *slot*: a small
+item of its own in the workers table (the lease table's name plus ``-workers``), with a
+heartbeat counter it bumps with a conditional write that returns the item. A beat costs
+one write unit whatever the size of the fleet, and no item grows with it.
 
+- **The leader** holds the leader item, a lease of its own in the same table: its
+  counter moves every second while it leads. The leader Scans the workers table every
+  second (eventually consistent: a few hundred bytes a worker, packed into 4 KB read
+  units), so it watches every worker's counter, lists the shards and creates leases
+  (no other worker does), reads the leases with an eventually consistent Scan every
+  sweep interval, gives free and orphaned leases to workers, and asks for hand-offs to
+  balance.
 - **Expiry** is the KCL rule applied to slots: a slot whose counter stands still for
-  the failover time on the observer's monotonic clock is expired. The worker that
-  leads *fences* it (a conditional write on the counter it watched, so a worker that
-  beat meanwhile is never fenced); a fenced slot can never beat again, and only then
-  are its leases given to others.
+  the failover time on the observer's monotonic clock is expired. The leader *fences*
+  it (a conditional write on the counter it watched, so a worker that beat meanwhile
+  is never fenced); a fenced slot can never beat again, and only then are its leases
+  given to others.
+- **The deputy**, named by the leader in the leader item (the live worker that joined
+  first after it), reads the leader item every second and takes it over, with a write
+  conditioned on the counter it watched, once that counter stood still for the failover
+  time. Every other worker reads the leader item every :data:`WATCH_SECONDS` and does
+  the same, for when the leader and its deputy die together.
 - **Acting window**: a worker acts on its leases only within ``stale_after`` (less than
-  the failover time) of the start of its last successful beat, so by the time anyone
-  can fence it, it has stopped; the lease writes stay fenced by counter and owner.
-- **Leader**: the live slot that joined first, as each worker sees the board. It lists
-  the shards and creates leases (no other worker does), reads the leases with an
-  eventually consistent Scan every sweep interval, gives free and orphaned leases to
-  workers, and asks for hand-offs to balance. Two workers that both believe they lead
-  for a moment (a leader paused and not yet fenced) only race conditional writes.
-  The leader and the next in line (the deputy) beat every second, so a dead owner or
-  a dead leader is found within failover + 1 s.
+  the failover time) of the start of its last successful beat, and leads only within
+  as long of its last successful write of the leader item, so by the time anyone can
+  fence it or take the lead, it has stopped; the lease writes stay fenced by counter
+  and owner.
 - **Incoming**: a lease given or handed to a worker is appended to its slot's
   ``incoming`` list; the worker reads it from its next beat. **Notices**: a counter in
   the slot others bump to have the worker read its own leases again (a hand-off asked
@@ -40,10 +48,17 @@ from consumer.leases.decisions import Seen, is_expired
 from consumer.leases.model import Lease
 
 LEAD_SECONDS = 1.0
-"""How often the leader and the next in line beat, and how often the leader plans."""
+"""How often the leader renews the leader item and plans, and the deputy watches it."""
+
+LEAVING_BEAT_SECONDS = 0.2
+"""How often a leaving worker beats, to see acknowledgements of its hand-offs soon."""
+
+WATCH_SECONDS = 30.0
+"""How often a worker that is neither leader nor deputy reads the leader item."""
 
 BOARD_KEY = "lander-board"
-"""The board's key in the lease table (shard ids never start with ``lander-``)."""
+"""The single board item of the release before per-worker slots, in the lease table:
+left alone (a reserved key) and safe to delete."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +68,8 @@ class Slot:
     counter: int
     """The heartbeat counter: +1 on every beat."""
     joined: int
-    """Join order (the board's join count when it joined): the lowest live slot leads."""
+    """When the worker joined (wall-clock ms): the order of the line, in which the
+    leader picks its deputy."""
     fenced: bool = False
     """Set by the leader once the counter stood still for the failover time."""
     notices: int = 0
@@ -79,12 +95,57 @@ class Slot:
 
 
 @dataclass(frozen=True, slots=True)
+class Leadership:
+    """The leader item: who leads, its counter, and who watches it."""
+
+    leader: str
+    counter: int
+    """+1 on every renewal by the leader; a taker conditions on the one it watched."""
+    deputy: str | None = None
+    """The worker the leader named to watch it every second and take over."""
+    address: str | None = None
+    """``host:port`` where the leader is woken (:mod:`.wake`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Board:
-    """A snapshot of the board item."""
+    """The workers table as read: every worker's slot, and the leader item."""
 
     slots: Mapping[str, Slot] = field(default_factory=dict)
-    joins: int = 0
-    """How many joins the board has seen: the next slot's ``joined``."""
+    leadership: Leadership | None = None
+
+
+LeadDecision = Literal["lead", "claim", "wait"]
+
+
+def lead_decision(
+    leadership: Leadership | None, worker: str, seen: Seen | None, now: float, failover: float
+) -> LeadDecision:
+    """What ``worker`` does with the leader item it just read; ``seen`` is the item's
+    counter as this worker first saw it, on its monotonic clock.
+
+    - No item (a new fleet, or the last leader left): ``claim`` it (a create that only
+      one worker wins).
+    - Its own: ``lead``.
+    - Another's whose counter stood still here for the failover time: ``claim`` it (a
+      write conditioned on that counter: only one taker wins, and never over a leader
+      that renewed meanwhile). Otherwise ``wait``.
+    """
+    if leadership is None:
+        return "claim"
+    if leadership.leader == worker:
+        return "lead"
+    if seen is None or seen.counter != leadership.counter:
+        return "wait"
+    return "claim" if now - seen.since >= failover else "wait"
+
+
+def deputy_for(order: list[str], board: Board, leader: str) -> str | None:
+    """The leader's deputy: the first live worker in the line after it, not leaving."""
+    return next(
+        (w for w in order if w != leader and w in board.slots and not board.slots[w].leaving),
+        None,
+    )
 
 
 ClaimDecision = Literal["join", "wait", "duplicate"]
@@ -138,7 +199,7 @@ def slot_expired(
 
 
 def line(board: Board, seen: Mapping[str, Seen], now: float, failover: float) -> list[str]:
-    """The live workers in join order (leader first): not fenced, not expired here."""
+    """The live workers in join order: not fenced, not expired here."""
     alive = [
         (slot.joined, worker)
         for worker, slot in board.slots.items()

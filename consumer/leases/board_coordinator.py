@@ -7,17 +7,13 @@ writes are fenced by counter and owner. No lease is renewed: a lease's counter m
 when it is taken, checkpointed, handed over or released.
 
 - **Incoming** (a key the leader gave, or a hand-off to this worker): read the lease
-  strongly; if it names this worker, take it (a fenced write) and start the shard; if
-  it is a hand-off to this worker, acknowledge it, notify its owner, and poll the lease
-  until the owner transfers it.
+  strongly; take it if it names this worker; if it is a hand-off to this worker,
+  acknowledge it, notify its owner, and poll the lease until the owner transfers it.
 - **Notice**: read the leases that name this worker (the owner index) and the ones it
-  holds: take what it was given, stop what was lost, and hand over what a receiver
-  acknowledged (the owner stops reading only once the receiver polls, so the gap
-  between the two readers is one poll).
-- **Leader** (:meth:`lead_pass`, every second): fence slots whose counters stood still
-  for the failover time, find their leases (the owner index), sweep the leases with an
-  eventually consistent Scan every sweep interval, give free ready leases and ask for
-  hand-offs by :func:`.board.plan_assignment`, and remove fenced slots nothing names.
+  holds: take what it was given, stop what was lost, hand over what a receiver
+  acknowledged (the owner stops reading once the receiver polls).
+- **Leader** (:meth:`lead_pass`, every second): keep or watch the leader item
+  (:mod:`.succession`); while leading, the leader's duties (:mod:`.leader`).
 """
 
 from __future__ import annotations
@@ -31,16 +27,18 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from consumer.leases.board import LEAD_SECONDS, Board, Slot, line, watch
+from consumer.aio import batched
+from consumer.leases.board import LEAVING_BEAT_SECONDS, Board, Slot, deputy_for, line, watch
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.decisions import Seen
 from consumer.leases.handoff import await_ack, await_handoff, release_unheld, start_leaving
 from consumer.leases.identity import join_board
 from consumer.leases.leader import Leader
-from consumer.leases.model import Lease, LeaseError, LeaseLostError
+from consumer.leases.model import TABLE_GONE, Lease, LeaseError, LeaseLostError
 from consumer.leases.reports import CpuMeter, TroubleReports, write_report
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
-from consumer.leases.wake import Waker
+from consumer.leases.succession import Succession
+from consumer.leases.wake import Courier
 from consumer.sequence import Checkpoint
 
 if TYPE_CHECKING:
@@ -48,16 +46,13 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("consumer.leases")
 
-LEAVING_BEAT_SECONDS = 0.2
-"""How often a leaving worker beats, to see acknowledgements of its hand-offs soon."""
-
 
 def _ignore(*_: object) -> None:
     return None
 
 
 class BoardCoordinator(LeaseCoordinator):
-    """Beats on the board and carries out what the leader decides."""
+    """Beats on its slot and carries out what the leader decides."""
 
     def __init__(
         self,
@@ -84,12 +79,14 @@ class BoardCoordinator(LeaseCoordinator):
         """The process's token on its slot: its claim on the worker id (64 bits)."""
         self.address = address
         """``host:port`` where others wake this worker (:mod:`.wake`), if anywhere."""
-        self.waker = Waker(worker_id, metrics)
+        self.courier = Courier(store, worker_id, self._address, metrics)
         self.slot: Slot | None = None
         """This worker's slot as its last beat wrote it (None until joined)."""
         self.board = Board()
+        """The workers table as last read (every second while leading)."""
         self.beat_started: float | None = None
         self.slot_seen: dict[str, Seen] = {}
+        self.succession = Succession(store, worker_id, failover, self.stale_after, self.clock)
         self.leaving = False
         """Hand every lease on and take none (stopping, or unable to land)."""
         self.stopping = False
@@ -108,25 +105,25 @@ class BoardCoordinator(LeaseCoordinator):
     # -- beats -----------------------------------------------------------------------
 
     async def join(self) -> None:
-        """Take a fresh slot (the process's claim on its worker id), then the leases
-        that already name this worker (a restart under the same worker id)."""
+        """Take a fresh slot (the process's claim on its worker id), learn who leads (or
+        lead), then take the leases that name this worker (a restart under its id)."""
         started = self.clock()
         try:
-            board = await self._join()
+            slot = await self._join()
         except TableMissingError:
             self._log.warning("lease table missing; creating it")
             await self.store.ensure_table()
-            started = self.clock()
-            board = await self._join()
-        self._accept(board, started)
-        self._read = len(self.slot.incoming) if self.slot else 0
-        self._log.info("joined the board", joined=self.slot.joined if self.slot else None)
-        order = line(self.board, self.slot_seen, self.clock(), self.failover)
-        if order:
-            self.wake(order[0])  # the leader plans with the newcomer from its next pass
+            started, slot = self.clock(), await self._join()
+        self._accept(slot, started)
+        self._read = len(slot.incoming)
+        self._log.info("joined the fleet", joined=slot.joined)
+        await self.succession.watch(self.address)
+        leader = self.succession.leader
+        if leader is not None and leader != self.worker_id:
+            self.courier.wake(leader)  # the leader plans with the newcomer from its next pass
         await self.read_own_leases()
 
-    async def _join(self) -> Board:
+    async def _join(self) -> Slot:
         claim = (self.board_store, self.worker_id, self.instance, self.failover)
         return await join_board(*claim, clock=self.clock, sleep=self.sleep, address=self.address)
 
@@ -138,23 +135,12 @@ class BoardCoordinator(LeaseCoordinator):
             and self.clock() - self.beat_started < self.stale_after
         )
 
-    def position(self) -> int | None:
-        """This worker's place in the line (0: the leader), None if not in it."""
-        order = line(self.board, self.slot_seen, self.clock(), self.failover)
-        return order.index(self.worker_id) if self.worker_id in order else None
-
     def beat_delay(self) -> float:
-        """The leader and the next in line beat every second; a leaving worker faster;
-        the others every renew interval."""
-        if self.stopping:
-            return LEAVING_BEAT_SECONDS
-        position = self.position()
-        if position is not None and position <= 1:
-            return min(LEAD_SECONDS, self.renew_interval)
-        return self.renew_interval
+        """Every renew interval; a leaving worker faster."""
+        return LEAVING_BEAT_SECONDS if self.stopping else self.renew_interval
 
     async def beat_pass(self) -> None:
-        """Beat, then act on what the board says: incoming leases and notices. A worker
+        """Beat, then act on what the slot says: incoming leases and notices. A worker
         without a slot joins again, unless it is stopping (it just left)."""
         if self.slot is None:
             if not self.stopping:
@@ -174,7 +160,7 @@ class BoardCoordinator(LeaseCoordinator):
             started = self.clock()
             read = self._read
             try:
-                board = await self.board_store.beat(
+                slot = await self.board_store.beat(
                     self.worker_id,
                     self.slot.counter,
                     held=len(self.held),
@@ -186,20 +172,20 @@ class BoardCoordinator(LeaseCoordinator):
                 self._lose_all(str(exc))
                 raise LeaseLostError("*", str(exc)) from None
             self._read -= read
-            self._accept(board, started)
+            self._accept(slot, started)
 
-    def _accept(self, board: Board, started: float) -> None:
-        self.board = board
-        self.slot = board.slots.get(self.worker_id)
-        self.beat_started = started
-        self.slot_seen = watch(self.slot_seen, board, self.clock())
+    def _accept(self, slot: Slot, started: float) -> None:
+        self.slot, self.beat_started = slot, started
+
+    async def read_board(self) -> Board:
+        """Read the workers table: every slot, watched on this worker's clock."""
+        self.board = await self.board_store.read_board()
+        self.slot_seen = watch(self.slot_seen, self.board, self.clock())
+        return self.board
 
     def _lose_all(self, reason: str) -> None:
-        self._log.error("board slot lost: every lease with it", reason=reason, held=len(self.held))
-        self.slot = None
-        self.beat_started = None
-        self._notices = None
-        self._read = 0
+        self._log.error("slot lost: every lease with it", reason=reason, held=len(self.held))
+        self.slot, self.beat_started, self._notices, self._read = None, None, None, 0
         for key in list(self.held):
             self.lose(key, reason)
 
@@ -220,6 +206,7 @@ class BoardCoordinator(LeaseCoordinator):
         if self._notices != slot.notices:
             await self.read_own_leases()
             self._notices = slot.notices
+            self.succession.read_soon()
         for key in self.troubles.due(self.reports, set(self.held), self.clock()):
             await write_report(self, key)
 
@@ -233,9 +220,22 @@ class BoardCoordinator(LeaseCoordinator):
 
     async def checkpoint(self, key: str, checkpoint: Checkpoint) -> Lease:
         """Write a checkpoint; a hand-off acknowledged by its receiver is noticed here."""
-        lease = await super().checkpoint(key, checkpoint)
+        try:
+            lease = await super().checkpoint(key, checkpoint)
+        except LeaseLostError as exc:
+            if exc.reason == TABLE_GONE:
+                await self.table_gone()
+            raise
         self.notice_handoff(lease)
         return lease
+
+    async def table_gone(self) -> None:
+        """The lease table was deleted, every lease with it: create it, tell the leader."""
+        self._log.warning("lease table missing; creating it", held=len(self.held))
+        for key in list(self.held):
+            self.lose(key, TABLE_GONE)
+        await self.store.ensure_table()
+        await (self.leader.table_gone() if self.is_leader() else self._notify_leader())
 
     # -- incoming leases, notices, hand-offs ------------------------------------------------
 
@@ -244,16 +244,15 @@ class BoardCoordinator(LeaseCoordinator):
         if lease is None:
             return
         if lease.owner == self.worker_id:
-            if key not in self.held:
-                await self.take_given(lease)
+            await self._own(key, lease)
         elif (
             lease.handoff_to == self.worker_id
             and not self.leaving
             and key not in self.waits
             and await self.store.acknowledge(key, self.worker_id)
         ):
-            if lease.owner is not None:
-                await self.notify(lease.owner)
+            if lease.owner is not None:  # the owner reads that lease: the ack is there
+                await self.courier.deliver(lease.owner, [key])
             self.waits[key] = asyncio.create_task(await_handoff(self, key, lease.owner))
 
     async def take_given(self, lease: Lease) -> None:
@@ -279,24 +278,27 @@ class BoardCoordinator(LeaseCoordinator):
         self.on_taken(taken)
 
     async def read_own_leases(self) -> None:
-        """Take leases that name this worker; stop lost ones; notice acknowledged
-        hand-offs."""
-        keys = set(await self.store.owned_by(self.worker_id)) | set(self.held)
-        for key in sorted(keys):
-            lease = await self.store.get_lease(key)
-            held = self.held.get(key)
-            if held is None:
-                if lease is not None and lease.owner == self.worker_id:
-                    await self.take_given(lease)
-                continue
-            if lease is None or lease.owner != self.worker_id:
-                self._mark_lost(key, "the lease names another owner")
-                self.on_lost(key)
-                continue
-            self.notice_handoff(lease)
-            pending = lease.handoff_to is not None and lease.handoff_ack != lease.handoff_to
-            if pending and key not in self.acks:
-                self.acks[key] = asyncio.create_task(await_ack(self, key))
+        """Every lease naming this worker or held by it, read strongly (:meth:`_own`)."""
+        keys = sorted(set(await self.store.owned_by(self.worker_id)) | set(self.held))
+        leases = await batched([self.store.get_lease(key) for key in keys])
+        for key, lease in zip(keys, leases, strict=True):
+            await self._own(key, lease)
+
+    async def _own(self, key: str, lease: Lease | None) -> None:
+        """Take a lease given; stop a lost one; notice or watch a hand-off asked of it."""
+        held = self.held.get(key)
+        if held is None:
+            if lease is not None and lease.owner == self.worker_id:
+                await self.take_given(lease)
+            return
+        # A counter below the one held: not this lease (the table was made again).
+        if lease is None or lease.owner != self.worker_id or lease.counter < held.lease.counter:
+            self.lose(key, "the lease names another owner")
+            return
+        self.notice_handoff(lease)
+        pending = lease.handoff_to is not None and lease.handoff_ack != lease.handoff_to
+        if pending and key not in self.acks:
+            self.acks[key] = asyncio.create_task(await_ack(self, key))
 
     async def _pass_on(self, lease: Lease) -> None:
         try:
@@ -323,19 +325,19 @@ class BoardCoordinator(LeaseCoordinator):
             await self._notify_leader()
         else:
             with contextlib.suppress(LeaseError):
-                await self.notify(to)
+                await self.courier.deliver(to, [key])
         return to
 
     async def _notify_leader(self) -> None:
-        order = line(self.board, self.slot_seen, self.clock(), self.failover)
-        if order and order[0] != self.worker_id:
-            with contextlib.suppress(Exception):
-                await self.notify(order[0])
-        elif order:
+        leader = self.succession.leader
+        if leader == self.worker_id:
             self.leader.want_sweep()
+        elif leader is not None:
+            with contextlib.suppress(Exception):
+                await self.courier.notify(leader)
 
     async def start_leaving(self) -> None:
-        """Flag the slot as leaving; ask every hand-off (:func:`.handoff.start_leaving`)."""
+        """Flag the slot as leaving; ask every hand-off (:mod:`.handoff`)."""
         await start_leaving(self)
 
     async def leave(self) -> None:
@@ -350,46 +352,48 @@ class BoardCoordinator(LeaseCoordinator):
             if self.slot is not None and not await self.board_store.remove_slot(
                 self.worker_id, counter=self.slot.counter
             ):
-                self._log.warning("board slot not removed; the leader fences it in time")
+                self._log.warning("slot not removed; the leader fences it in time")
             self.slot = None
-        await self.waker.close()
+        with contextlib.suppress(LeaseError):
+            await self.succession.resign()
+        await self.courier.close()
 
     async def release_unheld(self) -> None:
         """Release leases naming this worker that it does not hold (:mod:`.handoff`)."""
         await release_unheld(self)
 
-    # -- telling others: the board, then a wake-up ---------------------------------------
-
-    async def deliver(self, worker: str, keys: list[str]) -> None:
-        """Append lease keys to a worker's incoming list, and wake it."""
-        await self.board_store.deliver(worker, keys)
-        self.wake(worker)
-
-    async def notify(self, worker: str) -> None:
-        """Have a worker read its own leases again, and wake it."""
-        await self.board_store.notify(worker)
-        self.wake(worker)
-
-    def wake(self, worker: str) -> None:
-        """Wake a worker that gave an address (:mod:`.wake`); the others beat anyway."""
-        slot = self.board.slots.get(worker)
-        if worker != self.worker_id and slot is not None and slot.address is not None:
-            self.waker.send(worker, slot.address)
+    def _address(self, worker: str) -> str | None:
+        """Where ``worker`` is woken: its slot as last read, or the leader item."""
+        slot, leadership = self.board.slots.get(worker), self.succession.leadership
+        if slot is None and leadership is not None and leadership.leader == worker:
+            return leadership.address
+        return None if slot is None else slot.address
 
     # -- the leader ------------------------------------------------------------------------
 
+    def _line(self) -> list[str]:
+        return line(self.board, self.slot_seen, self.clock(), self.failover)
+
     def has_receivers(self) -> bool:
         """Whether another live worker could receive this worker's leases."""
-        order = line(self.board, self.slot_seen, self.clock(), self.failover)
-        return any(w != self.worker_id and not self.board.slots[w].leaving for w in order)
+        return any(w != self.worker_id and not self.board.slots[w].leaving for w in self._line())
 
     def is_leader(self) -> bool:
-        """Whether this worker leads (first in line), as far as its board shows."""
-        return self.position() == 0
+        """Whether this worker holds the leader item, inside both acting windows."""
+        return self.fresh() and self.succession.leads()
 
     async def lead_pass(self) -> None:
-        """The leader's duties, if this worker leads (:class:`.leader.Leader`)."""
+        """Keep or watch the leader item (:mod:`.succession`), then the leader's duties
+        if this worker leads (:class:`.leader.Leader`)."""
+        if self.slot is not None:  # a leader keeps leading until it has left
+            deputy = await self.succession.step(self.address, self._deputy, not self.stopping)
+            if deputy is not None:
+                with contextlib.suppress(LeaseError):
+                    await self.courier.notify(deputy)
         await self.leader.lead_pass()
+
+    def _deputy(self) -> str | None:
+        return deputy_for(self._line(), self.board, self.worker_id)
 
     def want_sweep(self) -> None:
         """Have the next leader pass read the leases again (new leases were created)."""

@@ -13,10 +13,9 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
     pendingRecords (N)  checkpointAgeMs (N)  shardFailures (N)  lastError (S)
                                                (the owner's report, informational)
 
-Items keyed ``lander-worker:<worker id>`` are worker-id claims (one live process per
-worker id), held with the same conditional writes; the item ``lander-board`` is the
-board of board coordination (:mod:`.dynamo_board`); :meth:`list_leases` leaves the
-lander's items out. New tables get KCL 3.x's global secondary index
+Items keyed ``lander-...`` are left by earlier releases (worker-id claims, the single
+board item; safe to delete): :meth:`list_leases` leaves them out. Workers' slots live
+in a table of their own (:mod:`.dynamo_board`). New tables get KCL 3.x's global secondary index
 ``LeaseOwnerToLeaseKeyIndex`` (leaseOwner, leaseKey; keys only).
 
 The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write it.
@@ -24,17 +23,18 @@ The literal owner ``"NULL"`` is read as "no owner", as some KCL versions write i
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Set
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from consumer.aws import error_code
-from consumer.leases.dynamo_board import DynamoBoard, aws_errors, owner_index
+from consumer.leases.dynamo_board import DynamoBoard
+from consumer.leases.dynamo_table import aws_errors, owner_index
 from consumer.leases.keys import parents_of_item, stream_attributes
 from consumer.leases.model import (
     RESERVED_PREFIX,
+    TABLE_GONE,
     Lease,
     LeaseLostError,
     ShardLoad,
@@ -63,31 +63,18 @@ class DynamoLeaseStore(DynamoBoard):
 
     @aws_errors
     async def ensure_table(self) -> None:
-        """Create the table if missing and wait until it is ACTIVE.
+        """Create the lease table and its workers table where missing and wait until
+        they are ACTIVE.
 
-        Describes first, so a role that may use the table but not create tables works
-        against an existing one."""
-        if await self._status() == "ACTIVE":
-            return
-        try:
-            await self._client.create_table(
-                TableName=self._table,
-                KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-                AttributeDefinitions=[
-                    {"AttributeName": "leaseKey", "AttributeType": "S"},
-                    {"AttributeName": "leaseOwner", "AttributeType": "S"},
-                ],
-                GlobalSecondaryIndexes=[owner_index()],
-                BillingMode="PAY_PER_REQUEST",
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ResourceInUseException":
-                raise
-        for _ in range(600):
-            if await self._status() == "ACTIVE":
-                return
-            await asyncio.sleep(0.1)
-        raise TimeoutError(f"lease table {self._table} did not become ACTIVE")
+        Describes first, so a role that may use the tables but not create tables works
+        against existing ones."""
+        await self._create(
+            self._table,
+            "leaseKey",
+            attributes=[{"AttributeName": "leaseOwner", "AttributeType": "S"}],
+            GlobalSecondaryIndexes=[owner_index()],
+        )
+        await self.ensure_workers_table()
 
     @aws_errors
     async def list_leases(self, *, consistent: bool = True) -> list[Lease]:
@@ -332,7 +319,7 @@ class DynamoLeaseStore(DynamoBoard):
             if code == "ConditionalCheckFailedException":
                 raise LeaseLostError(lease.key) from None
             if code == "ResourceNotFoundException":
-                raise LeaseLostError(lease.key, "lease table does not exist") from None
+                raise LeaseLostError(lease.key, TABLE_GONE) from None
             raise
         return lease_from_item(response["Attributes"])
 

@@ -47,7 +47,7 @@ async def _moving(
 
 
 async def _strangers(store: CoordinatedStore) -> dict[str, int]:
-    """Leases held by owners that are not on the board, with their counters."""
+    """Leases held by owners that have no slot in the workers table, with their counters."""
     board = await store.read_board()
     leases = await store.list_leases()
     return {

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.aio import batched
 from consumer.leases.board import line
-from consumer.leases.leader import batched
-from consumer.leases.model import LeaseLostError
+from consumer.leases.model import LeaseError, LeaseLostError
 
 if TYPE_CHECKING:
     from consumer.leases.board_coordinator import BoardCoordinator
@@ -48,7 +48,7 @@ async def await_handoff(w: BoardCoordinator, key: str, owner: str | None) -> Non
             if lease.handoff_to != w.worker_id:
                 return
             if owner is not None and w.clock() - nudged >= w.renew_interval:
-                await w.notify(owner)
+                await w.courier.deliver(owner, [key])
                 nudged = w.clock()
     except Exception as exc:  # a lease left where it is is picked up by the leader
         log.warning(
@@ -94,11 +94,16 @@ async def start_leaving(w: BoardCoordinator) -> None:
         return
     with contextlib.suppress(LeaseLostError):
         await w.beat()
-    order = line(w.board, w.slot_seen, w.clock(), w.failover)
+    try:
+        board = await w.read_board()
+    except LeaseError as exc:  # the leader hands the leases on when it sees the flag
+        log.warning("leaving: could not read the workers table", error=str(exc))
+        return
+    order = line(board, w.slot_seen, w.clock(), w.failover)
     load = {
-        worker: w.board.slots[worker].held
+        worker: board.slots[worker].held
         for worker in order
-        if worker != w.worker_id and not w.board.slots[worker].leaving
+        if worker != w.worker_id and not board.slots[worker].leaving
     }
     planned: list[tuple[str, str]] = []
     for key, held in sorted(w.held.items()):
@@ -114,7 +119,7 @@ async def start_leaving(w: BoardCoordinator) -> None:
             deliveries.setdefault(to, []).append(key)
             w.acks[key] = asyncio.create_task(await_ack(w, key))
     for to, keys in deliveries.items():
-        await w.deliver(to, keys)
+        await w.courier.deliver(to, keys)
     log.info(
         "leaving: hand-offs asked",
         worker_id=w.worker_id,

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from consumer.errors import RefusedError
-from consumer.leases.board import Board, claim_slot
+from consumer.leases.board import Slot, claim_slot
 from consumer.leases.decisions import Seen
 from consumer.leases.store import BoardStore, SlotLostError
 
@@ -53,18 +53,17 @@ async def join_board(
     clock: Callable[[], float],
     sleep: Callable[[float], Awaitable[None]],
     address: str | None = None,
-) -> Board:
+) -> Slot:
     """Take this worker id's slot for the process ``instance`` (woken at ``address``,
     :mod:`.wake`): at once if it is free, fenced or this process's own, after watching
     another process's slot stand still for the failover time; raise
     :class:`DuplicateWorkerError` if that one beats."""
     first: Seen | None = None
     while True:
-        board = await board_store.read_board()
-        slot = board.slots.get(worker_id)
+        slot = await board_store.read_slot(worker_id)
         decision = claim_slot(slot, instance, first, clock(), failover)
         if decision == "duplicate":
-            raise DuplicateWorkerError(worker_id, "its slot on the lease table's board beats")
+            raise DuplicateWorkerError(worker_id, "its slot in the workers table beats")
         if decision == "join":
             expect = None if slot is None else slot.counter
             try:
@@ -76,8 +75,7 @@ async def join_board(
             assert slot is not None
             first = Seen(slot.counter, clock())
             log.info(
-                "worker id's board slot held by another process; waiting to see whether it "
-                "is alive",
+                "worker id's slot held by another process; waiting to see whether it is alive",
                 worker_id=worker_id,
                 up_to_seconds=failover,
             )

@@ -1,38 +1,36 @@
 """The leader's duties under board coordination (:mod:`.board`).
 
-The leader is the live slot that joined first, as each worker's board shows it. Every
-second it fences slots whose counters stood still for the failover time (a conditional
-write on the counter it watched), reads again the leases of fenced and leaving
-workers (the owner index, then each item strongly), reads every lease with an
-eventually consistent Scan every sweep interval (or when told something changed),
-gives free ready leases and asks for hand-offs as :func:`.board.plan_assignment`
-decides, and removes fenced slots nothing names any more. Its writes are conditional
-like every other, so a second worker that believes it leads for a moment (a leader
-paused and not yet fenced) only loses races.
+The leader is the worker that holds the leader item (:mod:`.succession`). Every second
+it reads the workers table (one eventually consistent Scan), fences slots whose
+counters stood still for the failover time (a conditional write on the counter it
+watched), reads again the leases of fenced and leaving workers (the owner index, then
+each item strongly), reads every lease with an eventually consistent Scan every sweep
+interval (or when told something changed), gives free ready leases and asks for
+hand-offs as :func:`.board.plan_assignment` decides, and removes fenced slots nothing
+names. Its writes are conditional like every other, so a second worker that believes
+it leads for a moment (a leader paused and not yet fenced) only loses races.
 
 A lease given to a worker whose leaving flag the leader had not seen yet may reach it
-after its last look at the leases naming it: nobody would read that shard until the
-receiver's slot expired, and, when the whole fleet stops at once, the lease would stay
-owned after every worker exited. The leader remembers what it gave for a while and,
-each pass and once more before it leaves itself, releases a lease still exactly as
-given (same counter: the receiver never took it) whose receiver is leaving or gone
-(:meth:`Leader.take_back`). The release is conditional like every write, so it cannot
-undo a take; a receiver that passes the lease on itself just wins the race.
+after its last look at its leases: when the whole fleet stops at once, it would stay
+owned after every worker exited. So the leader releases, each pass and once more
+before it leaves, a lease still exactly as given (the receiver never took it) whose
+receiver is leaving or gone (:meth:`Leader.take_back`), conditionally: never a take.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
-from collections.abc import Coroutine
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.aio import batched
 from consumer.leases.board import LEAD_SECONDS, Board, line, plan_assignment, to_fence
 from consumer.leases.decisions import Seen, observe
-from consumer.leases.model import Lease, LeaseLostError
+from consumer.leases.model import Lease, LeaseError, LeaseLostError
 
 if TYPE_CHECKING:
     from consumer.leases.board_coordinator import BoardCoordinator
@@ -60,6 +58,7 @@ class Leader:
         self._passing = asyncio.Lock()
         self._retired = False
         """Set by :meth:`before_leaving`: no pass gives anything after it."""
+        self._deputy_scan_at = self._probe_at = 0.0
         self.asked: dict[str, float] = {}
         """When this leader asked each hand-off still pending in its view."""
 
@@ -77,16 +76,18 @@ class Leader:
             self._leading = False
             self.view = {}
             self._swept_at = None
+            await self._watch_as_deputy()
             return
+        board = await w.read_board()
+        await self._probe_table(w.clock())
         if not self._leading:
-            self._log.info("leading", workers=len(w.board.slots))
+            self._log.info("leading", workers=len(board.slots))
             self._leading = True
             self._sweep_wanted = True
         if w.slot is not None and self._lead_notices != w.slot.notices:
             self._lead_notices = w.slot.notices
             self._sweep_wanted = True
         now = w.clock()
-        board = w.board
         for worker in to_fence(board, w.slot_seen, now, w.failover):
             if worker == w.worker_id:
                 continue
@@ -113,13 +114,43 @@ class Leader:
                 if worker == w.worker_id:
                     await w.read_own_leases()
                 else:
-                    await w.notify(worker)
+                    await w.courier.notify(worker)
             await self._remove_dead_slots(board)
+
+    async def _watch_as_deputy(self) -> None:
+        """The deputy reads the workers table every :data:`DEPUTY_SCAN_SECONDS`: when it
+        takes the lead it has watched every slot already, so a worker that died with
+        the leader is fenced at its own failover time, not a failover time later."""
+        w = self.worker
+        now = w.clock()
+        if w.fresh() and w.succession.is_deputy() and now >= self._deputy_scan_at:
+            self._deputy_scan_at = now + DEPUTY_SCAN_SECONDS
+            await w.read_board()
+
+    async def _probe_table(self, now: float) -> None:
+        """Read one reserved key of the lease table every failover time: a table deleted
+        under the fleet raises TableMissingError here (the worker's loop has it created
+        again, :meth:`BoardCoordinator.table_gone`), not only at the next checkpoint."""
+        if now >= self._probe_at:
+            self._probe_at = now + self.worker.failover
+            await self.worker.store.get_lease(PROBE_KEY)
+
+    async def table_gone(self) -> None:
+        """The lease table was deleted (or emptied) under the fleet: every lease is gone.
+        Sweep again, and have every worker read its own leases, so each drops what it
+        held before the new leases are given."""
+        self.want_sweep()
+        w = self.worker
+        for worker in sorted(set(w.board.slots) - {w.worker_id}):
+            with contextlib.suppress(LeaseError):
+                await w.courier.notify(worker)
 
     async def sweep(self) -> None:
         """Read every lease, eventually consistent: the leader's view."""
         w = self.worker
         leases = await w.read_table(consistent=False)
+        if self.view and not leases:  # deleted and created again, or emptied
+            await w.table_gone()
         self.view = {lease.key: lease for lease in leases}
         self._view_seen = observe(self._view_seen, leases, w.clock())
         self._swept_at = w.clock()
@@ -142,13 +173,12 @@ class Leader:
         )
 
     def delay(self) -> float:
-        """Seconds to the next pass: a second, or, for a leader or deputy inside its
-        acting window, sooner when a slot it watches would expire (so a dead worker is
-        fenced at failover, not up to a second later). A worker that cannot beat sees
-        every slot stand still on its old board: it must not pass every 10 ms."""
+        """Seconds to the next pass: a second, or, for the leader, sooner when a slot it
+        watches would expire (so a dead worker is fenced at failover, not up to a
+        second later). A worker that cannot beat sees every slot stand still on its old
+        board: it must not pass every 10 ms."""
         w = self.worker
-        position = w.position()
-        if position is None or position > 1 or not w.fresh():
+        if not w.is_leader():
             return LEAD_SECONDS
         now = w.clock()
         due = [
@@ -173,18 +203,19 @@ class Leader:
         self._sweep_wanted = True
 
     async def _reread(self, worker: str) -> None:
+        """Read strongly, several at a time, every lease naming ``worker``: as the owner
+        index finds them, and as the view has them."""
         w = self.worker
-        for key in await w.store.owned_by(worker):
-            lease = await w.store.get_lease(key)
-            if lease is not None:
-                self.view[key] = lease
-        for key, lease in list(self.view.items()):
-            if lease.owner == worker:
-                fresh = await w.store.get_lease(key)
-                if fresh is None:
-                    self.view.pop(key, None)
-                else:
-                    self.view[key] = fresh
+        keys = set(await w.store.owned_by(worker))
+        keys |= {key for key, lease in self.view.items() if lease.owner == worker}
+        ordered = sorted(keys)
+        for key, fresh in zip(
+            ordered, await batched([w.store.get_lease(key) for key in ordered]), strict=True
+        ):
+            if fresh is None:
+                self.view.pop(key, None)
+            else:
+                self.view[key] = fresh
 
     async def _assign(self, board: Board) -> None:
         w = self.worker
@@ -204,18 +235,16 @@ class Leader:
         for (_, to), given in zip(plan.give, gives, strict=True):
             if given is not None and to != w.worker_id:
                 deliveries.setdefault(to, []).append(given.key)
-        owners: set[str] = set()
         asks = await batched([self._ask(lease, to) for lease, to in plan.handoffs])
         for (lease, to), asked in zip(plan.handoffs, asks, strict=True):
             if asked:
                 deliveries.setdefault(to, []).append(lease.key)
+                # The owner gets the key too, and watches that lease for the receiver's
+                # ack (BoardCoordinator): it reads that one lease, not all of its own.
                 if lease.owner is not None:
-                    owners.add(lease.owner)
+                    deliveries.setdefault(lease.owner, []).append(lease.key)
         for to, keys in deliveries.items():
-            await w.deliver(to, keys)
-        # Owners asked to hand over watch for the receiver's ack (see BoardCoordinator).
-        for owner in sorted(owners):
-            await w.notify(owner)
+            await w.courier.deliver(to, keys)
 
     async def _give(self, lease: Lease, to: str) -> Lease | None:
         """Make ``to`` the owner of a free lease (or take it, if ``to`` is the leader)."""
@@ -281,15 +310,16 @@ class Leader:
         saw it. Its process was replaced (paused past the failover time, fenced, joined
         again under its id with an empty incoming list) or the delivery was lost; the
         request would stand for ever, counted by the plan as a move made. Deliver it
-        again (a request to a worker that is gone is replaced by the plan instead)."""
+        again; to a receiver not on the board (fenced, not joined again yet), look again
+        later (the plan replaces a request to a worker that stays gone)."""
         if lease is None or lease.handoff_to is None or lease.handoff_ack == lease.handoff_to:
             return
+        self.asked[lease.key] = self.worker.clock()
         receiver = self.worker.board.slots.get(lease.handoff_to)
         if receiver is None or receiver.leaving or receiver.fenced:
             return
-        self.asked[lease.key] = self.worker.clock()
         self._log.info("lease hand-off delivered again", shard_id=lease.key, to=lease.handoff_to)
-        await self.worker.deliver(lease.handoff_to, [lease.key])
+        await self.worker.courier.deliver(lease.handoff_to, [lease.key])
 
     async def take_back(self, board: Board) -> None:
         """Release leases this worker gave that their receivers never took, if the
@@ -326,7 +356,7 @@ class Leader:
         if not self.given:
             return
         try:
-            await self.take_back(await self.worker.board_store.read_board())
+            await self.take_back(await self.worker.read_board())
         except Exception as exc:  # the receivers' slots expire in the failover time
             self._log.warning("could not take back leases given to leavers", error=repr(exc))
 
@@ -347,21 +377,14 @@ class Leader:
                 await w.board_store.remove_slot(worker)
 
 
+PROBE_KEY = "lander-probe"
+"""A reserved key of the lease table the leader reads to see that the table exists."""
+
+DEPUTY_SCAN_SECONDS = 2.0
+"""How often the deputy reads the workers table (the leader: every second)."""
+
 KEEP_GIVEN_SECONDS = 60.0
 """How long the leader remembers a lease it gave, in case its receiver leaves."""
-
-CONCURRENT_WRITES = 32
-"""The leader's lease writes in flight at once (a cold start gives every lease)."""
-
-T = TypeVar("T")
-
-
-async def batched(calls: list[Coroutine[Any, Any, T]]) -> list[T]:
-    """Await the calls, at most :data:`CONCURRENT_WRITES` at a time, in order."""
-    results: list[T] = []
-    for start in range(0, len(calls), CONCURRENT_WRITES):
-        results.extend(await asyncio.gather(*calls[start : start + CONCURRENT_WRITES]))
-    return results
 
 
 def _fenced(board: Board, worker: str) -> Board:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from dataclasses import replace
 
-from consumer.leases.board import Board, Slot
+from consumer.leases.board import Board, Leadership, Slot
 from consumer.leases.model import (
     RESERVED_PREFIX,
+    TABLE_GONE,
     Lease,
     LeaseLostError,
     ShardLoad,
@@ -29,13 +30,16 @@ class MemoryLeaseStore:
     def __init__(self) -> None:
         self.leases: dict[str, Lease] | None = None
         """The table; None while it does not exist."""
-        self.board: Board | None = None
-        """The board item; None while it does not exist."""
+        self.slots: dict[str, Slot] | None = None
+        """The workers table's slots; None while it does not exist."""
+        self.leadership: Leadership | None = None
+        """The leader item."""
 
     def drop_table(self) -> None:
-        """Delete the whole table, as an operator might."""
+        """Delete both tables, as an operator might."""
         self.leases = None
-        self.board = None
+        self.slots = None
+        self.leadership = None
 
     def _table(self) -> dict[str, Lease]:
         if self.leases is None:
@@ -45,7 +49,7 @@ class MemoryLeaseStore:
     def _fenced(self, lease: Lease) -> dict[str, Lease]:
         """The table, if the stored lease still has the counter and owner we saw."""
         if self.leases is None:
-            raise LeaseLostError(lease.key, "lease table does not exist")
+            raise LeaseLostError(lease.key, TABLE_GONE)
         current = self.leases.get(lease.key)
         if current is None:
             raise LeaseLostError(lease.key, "lease item does not exist")
@@ -54,17 +58,20 @@ class MemoryLeaseStore:
         return self.leases
 
     async def ensure_table(self) -> None:
-        """Create the table if missing."""
+        """Create the tables if missing."""
         if self.leases is None:
             self.leases = {}
+        if self.slots is None:
+            self.slots = {}
 
     async def table_exists(self) -> bool:
-        """Whether the table exists."""
-        return self.leases is not None
+        """Whether the tables exist."""
+        return self.leases is not None and self.slots is not None
 
     async def table_changes(self) -> list[str]:
-        """The table's creation while it does not exist."""
-        return ["create the lease table"] if self.leases is None else []
+        """The tables' creation while they do not exist."""
+        changes = ["create the lease table"] if self.leases is None else []
+        return changes + (["create the workers table"] if self.slots is None else [])
 
     async def ensure_owner_index(self) -> bool:
         """Nothing to add: :meth:`owned_by` reads the dict."""
@@ -208,29 +215,24 @@ class MemoryLeaseStore:
         """Remove a lease."""
         self._table().pop(key, None)
 
-    # -- the board ---------------------------------------------------------------------
+    # -- the workers table ----------------------------------------------------------
 
-    def _board(self) -> Board:
-        self._table()
-        return self.board or Board()
+    def _workers(self) -> dict[str, Slot]:
+        if self.leases is None or self.slots is None:
+            raise TableMissingError("workers table does not exist")
+        return self.slots
 
     def _slot(self, worker: str) -> Slot | None:
-        slot = self._board().slots.get(worker)
+        slot = self._workers().get(worker)
         return None if slot is None or slot.fenced else slot
 
-    def _put(self, worker: str, slot: Slot | None) -> Board:
-        board = self._board()
-        slots = dict(board.slots)
-        if slot is None:
-            slots.pop(worker, None)
-        else:
-            slots[worker] = slot
-        self.board = replace(board, slots=slots)
-        return self.board
-
     async def read_board(self) -> Board:
-        """The board (empty if missing)."""
-        return self._board()
+        """Every slot and the leader item."""
+        return Board(slots=dict(self._workers()), leadership=self.leadership)
+
+    async def read_slot(self, worker: str) -> Slot | None:
+        """One slot."""
+        return self._workers().get(worker)
 
     async def join(
         self,
@@ -239,45 +241,44 @@ class MemoryLeaseStore:
         *,
         expect: Expect = "any",
         address: str | None = None,
-    ) -> Board:
+    ) -> Slot:
         """A fresh slot for ``worker`` if the slot there is as expected."""
-        board = self._board()
-        previous = board.slots.get(worker)
+        slots = self._workers()
+        previous = slots.get(worker)
         if expect not in ("any", None if previous is None else previous.counter):
-            raise SlotLostError(f"board slot of {worker} changed before the join")
+            raise SlotLostError(f"slot of {worker} changed before the join")
         counter = 0 if previous is None else previous.counter + 1
-        self.board = replace(board, joins=board.joins + 1)
-        slot = Slot(counter=counter, joined=board.joins, instance=instance, address=address)
-        return self._put(worker, slot)
+        slot = Slot(counter=counter, joined=wall_ms(), instance=instance, address=address)
+        slots[worker] = slot
+        return slot
 
     async def beat(
         self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
-    ) -> Board:
+    ) -> Slot:
         """Counter + 1 if the slot is as last written and not fenced."""
-        if self.leases is None:
+        if self.leases is None or self.slots is None:
             raise SlotLostError("lease table does not exist")
         slot = self._slot(worker)
         if slot is None or slot.counter != counter:
-            raise SlotLostError(f"board slot of {worker} fenced, removed or replaced")
-        return self._put(
-            worker,
-            replace(
-                slot,
-                counter=counter + 1,
-                held=held,
-                leaving=leaving,
-                incoming=slot.incoming[read:],
-                cpu=cpu,
-                beat_ms=wall_ms(),
-            ),
+            raise SlotLostError(f"slot of {worker} fenced, removed or replaced")
+        slot = replace(
+            slot,
+            counter=counter + 1,
+            held=held,
+            leaving=leaving,
+            incoming=slot.incoming[read:],
+            cpu=cpu,
+            beat_ms=wall_ms(),
         )
+        self.slots[worker] = slot
+        return slot
 
     async def fence(self, worker: str, counter: int) -> bool:
         """Fence the slot if its counter stood still."""
         slot = self._slot(worker)
         if slot is None or slot.counter != counter:
             return False
-        self._put(worker, replace(slot, fenced=True))
+        self._workers()[worker] = replace(slot, fenced=True)
         return True
 
     async def deliver(self, worker: str, keys: Sequence[str]) -> bool:
@@ -285,25 +286,63 @@ class MemoryLeaseStore:
         slot = self._slot(worker)
         if slot is None:
             return False
-        self._put(worker, replace(slot, incoming=(*slot.incoming, *keys)))
+        self._workers()[worker] = replace(slot, incoming=(*slot.incoming, *keys))
         return True
 
-    async def notify(self, worker: str) -> bool:
+    async def notify(self, worker: str) -> Slot | None:
         """Bump the slot's notices."""
         slot = self._slot(worker)
         if slot is None:
-            return False
-        self._put(worker, replace(slot, notices=slot.notices + 1))
-        return True
+            return None
+        slot = self._workers()[worker] = replace(slot, notices=slot.notices + 1)
+        return slot
 
     async def remove_slot(self, worker: str, *, counter: int | None = None) -> bool:
         """Remove a slot: one's own (by counter) or a fenced one."""
-        slot = self._board().slots.get(worker)
+        slot = self._workers().get(worker)
         if slot is None:
             return False
         if counter is None and not slot.fenced:
             return False
         if counter is not None and (slot.fenced or slot.counter != counter):
             return False
-        self._put(worker, None)
+        del self._workers()[worker]
+        return True
+
+    async def read_leadership(self) -> Leadership | None:
+        """The leader item."""
+        self._workers()
+        return self.leadership
+
+    async def claim_leadership(
+        self, worker: str, counter: int | None, address: str | None = None
+    ) -> Leadership | None:
+        """Lead where nobody does, or over the counter watched."""
+        self._workers()
+        current = self.leadership
+        if (current is None) != (counter is None):
+            return None
+        if current is not None and current.counter != counter:
+            return None
+        taken = Leadership(worker, 0 if current is None else current.counter + 1, None, address)
+        self.leadership = taken
+        return taken
+
+    async def renew_leadership(
+        self, worker: str, counter: int, *, deputy: str | None, address: str | None = None
+    ) -> Leadership | None:
+        """Counter + 1 if still leading at ``counter``."""
+        self._workers()
+        current = self.leadership
+        if current is None or current.leader != worker or current.counter != counter:
+            return None
+        self.leadership = Leadership(worker, counter + 1, deputy, address)
+        return self.leadership
+
+    async def resign_leadership(self, worker: str, counter: int) -> bool:
+        """Delete the leader item if still leading at ``counter``."""
+        current = self.leadership
+        if current is None or current.leader != worker or current.counter != counter:
+            return False
+        self.leadership = None
         return True

@@ -99,6 +99,10 @@ class LeaseError(LanderError):
     """The lease table refused or failed a call."""
 
 
+TABLE_GONE = "lease table does not exist"
+"""The reason a lease write gives when the lease table was deleted under the workers."""
+
+
 class LeaseLostError(LeaseError):
     """A conditional write on a lease failed: another worker owns it now.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence, Set
 from typing import Literal, Protocol
 
-from consumer.leases.board import Board
+from consumer.leases.board import Board, Leadership, Slot
 from consumer.leases.model import Lease, LeaseError, ShardLoad, ShardReport
 from consumer.sequence import Checkpoint
 
@@ -26,10 +26,11 @@ class LeaseStore(Protocol):
     """A table of leases, one per shard, keyed by shard id."""
 
     async def ensure_table(self) -> None:
-        """Create the table if it is missing (idempotent, safe to race)."""
+        """Create the table (and its workers table, where the store has one) if missing
+        (idempotent, safe to race)."""
 
     async def table_exists(self) -> bool:
-        """Whether the table exists (in any status)."""
+        """Whether the table (and its workers table) exists, in any status."""
 
     async def table_changes(self) -> list[str]:
         """What :meth:`ensure_table` and :meth:`ensure_owner_index` would change, one
@@ -100,10 +101,15 @@ class LeaseStore(Protocol):
 
 
 class BoardStore(Protocol):
-    """The board item (:mod:`consumer.leases.board`): slots written conditionally."""
+    """The workers table (:mod:`consumer.leases.board`): one slot per worker and the
+    leader item, every write conditional."""
 
     async def read_board(self) -> Board:
-        """The board, strongly consistent; an empty board if it does not exist yet."""
+        """Every slot and the leader item: an eventually consistent Scan of the workers
+        table. Raises :class:`TableMissingError`."""
+
+    async def read_slot(self, worker: str) -> Slot | None:
+        """One worker's slot, strongly consistent; None if it has none."""
 
     async def join(
         self,
@@ -112,21 +118,21 @@ class BoardStore(Protocol):
         *,
         expect: Expect = "any",
         address: str | None = None,
-    ) -> Board:
+    ) -> Slot:
         """Put a fresh slot for ``worker``, owned by the process ``instance``, with the
-        ``address`` others wake it at (:mod:`.wake`). With
-        ``expect`` a counter, only over a slot that still has it (one a previous
-        process of the same worker id left, proved dead or gone by
-        :func:`~consumer.leases.board.claim_slot`); with None, only where there is no
-        slot; else over whatever is there. Raises :class:`SlotLostError` when the slot
-        is not as expected."""
+        ``address`` others wake it at (:mod:`.wake`). With ``expect`` a counter, only
+        over a slot that still has it (one a previous process of the same worker id
+        left, proved dead or gone by :func:`~consumer.leases.board.claim_slot`); with
+        None, only where there is no slot; else over whatever is there. Raises
+        :class:`SlotLostError` when the slot is not as expected."""
 
     async def beat(
         self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
-    ) -> Board:
+    ) -> Slot:
         """Counter + 1 if the slot still has ``counter`` and is not fenced, recording the
         leases held and whether the worker leaves, and dropping the first ``read``
-        incoming keys (read from the previous beat). Raises :class:`SlotLostError`."""
+        incoming keys (read from the previous beat); the slot as written. Raises
+        :class:`SlotLostError`."""
 
     async def fence(self, worker: str, counter: int) -> bool:
         """Fence the slot if its counter is still ``counter``; False otherwise."""
@@ -134,16 +140,37 @@ class BoardStore(Protocol):
     async def deliver(self, worker: str, keys: Sequence[str]) -> bool:
         """Append lease keys to the slot's incoming list; False if it is gone or fenced."""
 
-    async def notify(self, worker: str) -> bool:
-        """Bump the slot's notice counter; False if it is gone or fenced."""
+    async def notify(self, worker: str) -> Slot | None:
+        """Bump the slot's notice counter; the slot as written (its address), or None if
+        it is gone or fenced."""
 
     async def remove_slot(self, worker: str, *, counter: int | None = None) -> bool:
         """Remove a slot: its own worker's (``counter`` as last written, a graceful
         stop), or a fenced one (``counter`` None); False if the condition fails."""
 
+    async def read_leadership(self) -> Leadership | None:
+        """The leader item, eventually consistent; None if there is none."""
+
+    async def claim_leadership(
+        self, worker: str, counter: int | None, address: str | None = None
+    ) -> Leadership | None:
+        """Become the leader: where there is no leader item (``counter`` None), or over
+        one whose counter is still ``counter``. The item as written, or None if
+        refused (someone else won, or the leader renewed)."""
+
+    async def renew_leadership(
+        self, worker: str, counter: int, *, deputy: str | None, address: str | None = None
+    ) -> Leadership | None:
+        """Counter + 1 and the deputy named, if ``worker`` still leads at ``counter``;
+        the item as written, or None if the lead was taken."""
+
+    async def resign_leadership(self, worker: str, counter: int) -> bool:
+        """Delete the leader item if ``worker`` still leads at ``counter`` (a graceful
+        stop: the next worker to read it claims it at once)."""
+
 
 class CoordinatedStore(LeaseStore, BoardStore, Protocol):
-    """A lease table with its board: what board coordination needs."""
+    """A lease table with its workers table: what board coordination needs."""
 
 
 class SlotLostError(LeaseError):

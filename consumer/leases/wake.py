@@ -2,13 +2,13 @@
 
 A worker learns what others ask of it (a lease given or handed to it, the
 acknowledgement of a hand-off it waits for, a lease released for the leader to place)
-from its next beat: every second for the leader and the next in line, every renew
-interval for the others. So a graceful hand-off used to wait for the receiver's beat.
+from its next beat, every renew interval. So a graceful hand-off used to wait for the
+receiver's beat.
 
 A worker that serves its metrics port writes the address others reach it at on its
 slot (``LANDER_ADVERTISE_HOST``). Whoever appends to its incoming list or bumps its
 notices then also sends it ``POST /wake``, and it beats at once. A wake-up carries
-nothing: the woken worker beats and reads what the board says, so a wake-up that is
+nothing: the woken worker beats and reads what its slot says, so a wake-up that is
 lost, late, repeated or forged costs at most one beat, never a decision. Wake-ups are
 best effort: one that does not arrive (no address, a network policy, a timeout) leaves
 the worker to its next beat, as without them. A worker beats on wake-ups at most every
@@ -31,6 +31,7 @@ import structlog
 from consumer.aio import wait_event
 
 if TYPE_CHECKING:
+    from consumer.leases.store import BoardStore
     from consumer.metrics import LanderMetrics
 
 log = structlog.get_logger("consumer.leases")
@@ -136,6 +137,45 @@ class Waker:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class Courier:
+    """Telling another worker something: a conditional write to its slot, then a
+    wake-up at its address, where it gave one."""
+
+    def __init__(
+        self,
+        store: BoardStore,
+        worker_id: str,
+        addresses: Callable[[str], str | None],
+        metrics: LanderMetrics | None = None,
+    ) -> None:
+        self._store = store
+        self._worker_id = worker_id
+        self._addresses = addresses
+        self.waker = Waker(worker_id, metrics)
+
+    async def deliver(self, worker: str, keys: list[str]) -> None:
+        """Append lease keys to a worker's incoming list, and wake it."""
+        await self._store.deliver(worker, keys)
+        self.wake(worker)
+
+    async def notify(self, worker: str) -> None:
+        """Have a worker read its own leases again, and wake it (at the address the
+        write returned)."""
+        slot = await self._store.notify(worker)
+        if worker != self._worker_id and slot is not None and slot.address is not None:
+            self.waker.send(worker, slot.address)
+
+    def wake(self, worker: str) -> None:
+        """Wake a worker whose address is known; the others beat anyway."""
+        address = self._addresses(worker)
+        if worker != self._worker_id and address is not None:
+            self.waker.send(worker, address)
+
+    async def close(self) -> None:
+        """Cancel wake-ups still under way."""
+        await self.waker.close()
 
 
 async def send_wake(address: str) -> bool:

@@ -369,6 +369,9 @@ class Worker:
         while True:
             try:
                 await one_pass()
+            except TableMissingError:  # deleted under the workers
+                with contextlib.suppress(LanderError, OSError):
+                    await self.board.table_gone()
             except Exception as exc:
                 if not is_retriable(exc):
                     raise

@@ -221,8 +221,9 @@ def ensure_bucket(clients: Clients, bucket: str) -> str:
     return f"bucket {bucket} created"
 
 
-# The workers' definition (consumer/leases/dynamo.py, ensure_table); the tests compare
-# a table made here with theirs.
+# The workers' definitions (consumer/leases/dynamo.py, ensure_table); the tests compare
+# the tables made here with theirs.
+WORKERS_SUFFIX = "-workers"
 OWNER_INDEX = {
     "IndexName": "LeaseOwnerToLeaseKeyIndex",
     "KeySchema": [
@@ -234,19 +235,35 @@ OWNER_INDEX = {
 
 
 def ensure_lease_table(clients: Clients, table: str, timeout: float) -> str:
-    """Create the lease table unless it exists; wait until ACTIVE."""
+    """Create the lease table and its workers table unless they exist; wait until
+    ACTIVE."""
+    created = _ensure_table(
+        clients,
+        timeout,
+        TableName=table,
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "leaseKey", "AttributeType": "S"},
+            {"AttributeName": "leaseOwner", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[OWNER_INDEX],
+    )
+    _ensure_table(
+        clients,
+        timeout,
+        TableName=table + WORKERS_SUFFIX,
+        KeySchema=[{"AttributeName": "itemKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "itemKey", "AttributeType": "S"}],
+    )
+    return f"lease table {table} {'created' if created else 'exists'}"
+
+
+def _ensure_table(clients: Clients, timeout: float, **definition: Any) -> bool:
+    """Create an on-demand table unless it exists (True if created); wait until ACTIVE."""
+    table = definition["TableName"]
     created = True
     try:
-        clients.dynamodb.create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
-            AttributeDefinitions=[
-                {"AttributeName": "leaseKey", "AttributeType": "S"},
-                {"AttributeName": "leaseOwner", "AttributeType": "S"},
-            ],
-            GlobalSecondaryIndexes=[OWNER_INDEX],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        clients.dynamodb.create_table(BillingMode="PAY_PER_REQUEST", **definition)
     except ClientError as exc:
         if error_code(exc) != "ResourceInUseException":
             raise
@@ -256,9 +273,9 @@ def ensure_lease_table(clients: Clients, table: str, timeout: float) -> str:
         "ACTIVE"
     ):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"lease table {table} still {status} after {timeout:.0f}s")
+            raise TimeoutError(f"table {table} still {status} after {timeout:.0f}s")
         time.sleep(POLL_SECONDS)
-    return f"lease table {table} {'created' if created else 'exists'}"
+    return created
 
 
 def bootstrap(clients: Clients, target: Target, shards: int, timeout: float) -> str:

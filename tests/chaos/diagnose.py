@@ -14,7 +14,7 @@ from collections.abc import Iterable, Set
 from pathlib import Path
 from typing import Any
 
-from consumer.leases.board_item import board_from_item
+from consumer.leases.board_item import KEY, leadership_from_item, slot_from_item, worker_of
 from consumer.leases.dynamo import lease_from_item
 from tests.chaos.streams import At
 
@@ -51,17 +51,25 @@ def missing_by_shard(missing: Set[At]) -> list[str]:
 
 
 def lease_lines(items: Iterable[dict[str, Any]]) -> list[str]:
-    """One line per lease item: key, owner, counter, checkpoint, parents, hand-off, report."""
+    """One line per lease item (key, owner, counter, checkpoint, parents, hand-off,
+    report) or workers-table item (a worker's slot, or the leader item)."""
     lines = []
-    for item in sorted(items, key=lambda i: str(i["leaseKey"]["S"])):
-        if "slots" in item:  # the board: one line per worker slot
-            board = board_from_item(item)
-            for worker, slot in sorted(board.slots.items()):
+    for item in sorted(items, key=lambda i: str(i.get("leaseKey", i.get(KEY, {}))["S"])):
+        if KEY in item:
+            worker = worker_of(item)
+            if worker is None:
+                leadership = leadership_from_item(item)
                 lines.append(
-                    f"board slot {worker}: counter={slot.counter} joined={slot.joined} "
-                    f"fenced={slot.fenced} leaving={slot.leaving} held={slot.held} "
-                    f"incoming={list(slot.incoming)}"
+                    f"leader {leadership.leader}: counter={leadership.counter} "
+                    f"deputy={leadership.deputy}"
                 )
+                continue
+            slot = slot_from_item(item)
+            lines.append(
+                f"slot {worker}: counter={slot.counter} joined={slot.joined} "
+                f"fenced={slot.fenced} leaving={slot.leaving} held={slot.held} "
+                f"incoming={list(slot.incoming)}"
+            )
             continue
         try:
             lease = lease_from_item(item)

@@ -36,6 +36,8 @@ from botocore.config import Config
 from consumer.cli.emulators import LocalStack
 from consumer.cli.harness import Say, WorkerProcess, wait_stream_active
 from consumer.cli.produce import Produced, Producer
+from consumer.leases.board_item import KEY, LEADER_KEY
+from consumer.leases.dynamo_table import WORKERS_SUFFIX
 from tests.chaos.diagnose import lease_lines, log_tail, missing_by_shard
 from tests.chaos.proxy import FaultProxy, FaultRates, ProxyThread
 from tests.chaos.streams import At, ChaosStream, pattern, plan_streams, total
@@ -490,21 +492,15 @@ class Chaos:
         raise AssertionError(kind)
 
     def _leader(self, live: list[str]) -> str:
-        """The worker that leads: the live slot that joined first, read from the board
-        item; any live worker when no live slot is found."""
+        """The worker that leads, as the leader item in the workers table names it; any
+        live worker when it names none that lives."""
         item = self.direct["dynamodb"].get_item(
-            TableName=self.table, Key={"leaseKey": {"S": "lander-board"}}, ConsistentRead=True
+            TableName=self.table + WORKERS_SUFFIX,
+            Key={KEY: {"S": LEADER_KEY}},
+            ConsistentRead=True,
         )
-        slots = item.get("Item", {}).get("slots", {}).get("M", {})
-        order: list[tuple[int, str]] = sorted(
-            (int(slot["M"]["j"]["N"]), str(worker).removeprefix("chaos-"))
-            for worker, slot in slots.items()
-            if "f" not in slot["M"]
-        )
-        for _, name in order:
-            if name in live:
-                return name
-        return self.rng.choice(live)
+        leader = str(item.get("Item", {}).get("w", {}).get("S", "")).removeprefix("chaos-")
+        return leader if leader in live else self.rng.choice(live)
 
     def _misconfigured(self) -> str:
         """A worker joins whose bucket is deleted right after its start-up checks: it
@@ -644,13 +640,14 @@ class Chaos:
         """Where the records are missing, the lease table, and what each worker said."""
         lines = ["missing records by shard:", *missing_by_shard(missing), "lease table:"]
         dynamodb = self.direct["dynamodb"]
-        try:
-            pages = dynamodb.get_paginator("scan").paginate(
-                TableName=self.table, ConsistentRead=True
-            )
-            lines.extend(lease_lines(item for page in pages for item in page["Items"]))
-        except Exception as exc:  # the diagnosis must not hide the finding
-            lines.append(f"(could not read it: {exc!r})")
+        for table in (self.table, self.table + WORKERS_SUFFIX):
+            try:
+                pages = dynamodb.get_paginator("scan").paginate(
+                    TableName=table, ConsistentRead=True
+                )
+                lines.extend(lease_lines(item for page in pages for item in page["Items"]))
+            except Exception as exc:  # the diagnosis must not hide the finding
+                lines.append(f"(could not read {table}: {exc!r})")
         for worker in [*self.workers.values(), *self.misconfigured, *self.retired]:
             state = "alive" if worker.alive() else f"exited {worker.proc.returncode}"
             lines.append(f"log of {worker.name} ({state}):")

@@ -1,5 +1,5 @@
 """The failed-run diagnosis reads what CI's log will show: missing records by shard,
-lease items and board slots, and a worker log's loud lines and lease events."""
+lease items and workers' slots, and a worker log's loud lines and lease events."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_missing_records_are_counted_by_shard_from_the_first_sequence() -> None:
     ]
 
 
-def test_lease_items_and_board_slots_each_get_a_line() -> None:
+def test_lease_items_slots_and_the_leader_item_each_get_a_line() -> None:
     lease = {
         "leaseKey": {"S": "shardId-000000000004"},
         "leaseOwner": {"S": "w2"},
@@ -29,14 +29,13 @@ def test_lease_items_and_board_slots_each_get_a_line() -> None:
         "checkpoint": {"S": "SHARD_END"},
         "parentShardId": {"SS": ["shardId-000000000000", "shardId-000000000001"]},
     }
-    board = {
-        "leaseKey": {"S": "_board"},
-        "slots": {"M": {"w2": {"M": {"c": {"N": "12"}, "l": {"BOOL": True}}}}},
-    }
-    lines = lease_lines([lease, board])
-    slot = next(line for line in lines if line.startswith("board slot w2"))
-    assert "counter=12" in slot
-    assert "leaving=True" in slot
+    slot = {"itemKey": {"S": "worker/w2"}, "c": {"N": "12"}, "l": {"BOOL": True}}
+    leader = {"itemKey": {"S": "leader"}, "w": {"S": "w2"}, "c": {"N": "40"}, "d": {"S": "w1"}}
+    lines = lease_lines([lease, slot, leader])
+    found = next(line for line in lines if line.startswith("slot w2"))
+    assert "counter=12" in found
+    assert "leaving=True" in found
+    assert "leader w2: counter=40 deputy=w1" in lines
     shard = next(line for line in lines if line.startswith("shardId-000000000004"))
     for part in ("owner=w2", "counter=7", "SHARD_END", "shardId-000000000000"):
         assert part in shard

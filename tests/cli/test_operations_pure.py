@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from consumer.cli.produce import Plan, ProduceSpec, UserPut, entries_for
 from consumer.cli.status import board_lines, render_json, render_table, shard_rows
 from consumer.health import HealthServer
-from consumer.leases.board import Board, Slot
+from consumer.leases.board import Board, Leadership, Slot
 from consumer.leases.model import Lease, ShardLoad
 from consumer.lifecycle.worker import Health
 from consumer.metrics import LanderMetrics
@@ -73,7 +73,7 @@ def test_status_under_board_coordination_judges_owners_by_their_beats() -> None:
             "w2": Slot(counter=3, joined=1, beat_ms=NOW - 60_000),
             "w3": Slot(counter=5, joined=2, beat_ms=NOW - 500, fenced=True),
         },
-        joins=3,
+        leadership=Leadership("w1", 4),
     )
     shards = [Shard(f"s-{n}") for n in range(1, 5)]
     rows = {

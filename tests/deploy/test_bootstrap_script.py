@@ -23,7 +23,7 @@ from typing import Any
 import boto3
 import pytest
 
-from consumer.leases.dynamo_board import owner_index
+from consumer.leases.dynamo_table import owner_index
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "local" / "bootstrap.py"
@@ -140,6 +140,9 @@ def test_bootstrap_creates_stream_and_bucket_idempotently(moto_port: int) -> Non
     index = table["GlobalSecondaryIndexes"][0]
     assert {k: index[k] for k in owner_index()} == owner_index()
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    workers = client("dynamodb", moto_port).describe_table(TableName=TABLE + "-workers")["Table"]
+    assert workers["KeySchema"] == [{"AttributeName": "itemKey", "KeyType": "HASH"}]
+    assert workers["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
 
 
 def _bootstrap_module() -> Any:

@@ -21,7 +21,8 @@ import yaml  # type: ignore[import-untyped]
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
-from consumer.leases.dynamo_board import owner_index
+from consumer.leases.board_item import KEY
+from consumer.leases.dynamo_table import WORKERS_SUFFIX, owner_index
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -442,6 +443,7 @@ IAM_POLICIES = {"worker-policy.json": "WorkerRole", "compaction-policy.json": "S
 CFN_TO_PLACEHOLDER = {
     "Stream.Arn": "arn:aws:kinesis:${Region}:${AccountId}:stream/${StreamName}",
     "LeaseTable.Arn": "arn:aws:dynamodb:${Region}:${AccountId}:table/${LeaseTable}",
+    "WorkersTable.Arn": "arn:aws:dynamodb:${Region}:${AccountId}:table/${LeaseTable}-workers",
     "Bucket.Arn": "arn:aws:s3:::${Bucket}",
     "ArchivePrefix": "${Prefix}",
     "CompactedPrefix": "${CompactedPrefix}",
@@ -536,7 +538,18 @@ def test_lease_table_matches_what_the_daemon_creates() -> None:
     assert table["BillingMode"] == "PAY_PER_REQUEST"
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     source = (REPO / "consumer/leases/dynamo.py").read_text()
-    assert '"AttributeName": "leaseKey", "KeyType": "HASH"' in source
+    assert '"leaseKey",\n            attributes=[{"AttributeName": "leaseOwner"' in source
+
+
+def test_workers_table_matches_what_the_daemon_creates() -> None:
+    """The lease table's name plus -workers, keyed by itemKey, on-demand."""
+    table = load_cfn(CORE_TEMPLATE)["Resources"]["WorkersTable"]["Properties"]
+    assert table["TableName"] == {"Fn::Sub": "${LeaseTableName}" + WORKERS_SUFFIX}
+    assert table["KeySchema"] == [{"AttributeName": KEY, "KeyType": "HASH"}]
+    assert table["AttributeDefinitions"] == [{"AttributeName": KEY, "AttributeType": "S"}]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    source = (REPO / "consumer/leases/dynamo_board.py").read_text()
+    assert "await self._create(self._workers, KEY)" in source
 
 
 def test_lifecycle_never_expires_the_compacted_tables() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from consumer.aws import Clients
 from consumer.leases.dynamo import DynamoLeaseStore
+from consumer.leases.dynamo_table import WORKERS_SUFFIX
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.store import CoordinatedStore
 
@@ -51,6 +52,7 @@ async def table(clients: Clients | None) -> AsyncIterator[Table]:
 
     async def drop_dynamo() -> None:
         await client.delete_table(TableName=name)
+        await client.delete_table(TableName=name + WORKERS_SUFFIX)
 
     await dynamo.ensure_table()
     yield Table(dynamo, drop_dynamo)

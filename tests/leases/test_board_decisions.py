@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 from consumer.leases.board import (
     Assignment,
     Board,
+    Leadership,
     Slot,
     claim_slot,
+    deputy_for,
+    lead_decision,
     line,
     plan_assignment,
     slot_expired,
@@ -28,7 +31,7 @@ FAILOVER = 10.0
 
 
 def _board(**slots: Slot) -> Board:
-    return Board(slots=slots, joins=len(slots))
+    return Board(slots=slots)
 
 
 def test_a_moving_counter_never_expires_and_a_still_one_does_after_failover() -> None:
@@ -46,7 +49,8 @@ def test_a_moving_counter_never_expires_and_a_still_one_does_after_failover() ->
 
 
 def test_line_is_join_order_without_fenced_slots() -> None:
-    """The first live slot to have joined leads; fenced ones are out of line."""
+    """The line is the live slots in join order; fenced ones are out of it; the
+    deputy is the first in line after the leader that is not leaving."""
     board = _board(
         z=Slot(counter=0, joined=0, fenced=True),
         b=Slot(counter=0, joined=2),
@@ -55,6 +59,36 @@ def test_line_is_join_order_without_fenced_slots() -> None:
     seen = watch({}, board, now=0.0)
     assert line(board, seen, 0.0, FAILOVER) == ["a", "b"]
     assert to_fence(board, seen, 100.0, FAILOVER) == ["a", "b"]  # fenced once only
+    assert deputy_for(["a", "b"], board, "a") == "b"
+    assert deputy_for(["a", "b"], board, "b") == "a"
+    leaving = _board(a=Slot(counter=0, joined=1, leaving=True), b=Slot(counter=0, joined=2))
+    assert deputy_for(["a", "b"], leaving, "b") is None
+
+
+@given(
+    counters=st.lists(st.integers(0, 3), min_size=1, max_size=12),
+    gaps=st.lists(st.floats(0.0, 6.0), min_size=12, max_size=12),
+    mine=st.booleans(),
+)
+def test_the_lead_is_claimed_only_when_free_or_still_for_the_failover_time(
+    counters: list[int], gaps: list[float], mine: bool
+) -> None:
+    """Reading the leader item again and again: a worker claims it when there is none,
+    never while its counter moved within the failover time on the reader's clock,
+    always once it stood still that long; it leads an item that names it."""
+    assert lead_decision(None, "w", None, 0.0, FAILOVER) == "claim"
+    seen: Seen | None = None
+    now = 0.0
+    for counter, gap in zip(counters, gaps, strict=False):
+        now += gap
+        item = Leadership("w" if mine else "leader", counter)
+        if seen is None or seen.counter != counter:
+            seen = Seen(counter, now)
+        decision = lead_decision(item, "w", seen, now, FAILOVER)
+        if mine:
+            assert decision == "lead"
+        else:
+            assert decision == ("claim" if now - seen.since >= FAILOVER else "wait")
 
 
 @st.composite
@@ -76,7 +110,7 @@ def tables(draw: st.DrawFn) -> tuple[list[Lease], Board]:
         Lease(key=f"s-{k:03d}", owner=draw(st.sampled_from(owners)), counter=1)
         for k in range(count)
     ]
-    return leases, Board(slots=slots, joins=workers)
+    return leases, Board(slots=slots)
 
 
 def _apply(leases: list[Lease], plan_give: object, plan_handoffs: object) -> list[Lease]:

@@ -42,7 +42,7 @@ async def test_a_request_asked_before_the_take_is_carried_out() -> None:
     given = await leader.leader._give(await _lease(store, KEYS[0]), "w2")
     assert given is not None
     assert await leader.leader._ask(given, "w3")  # planned before w2 took it
-    await leader.deliver("w3", [KEYS[0]])
+    await leader.courier.deliver("w3", [KEYS[0]])
     await owner.take_given(given)  # w2 takes from its read before the request
     assert KEYS[0] in owner.held
     assert (await _lease(store, KEYS[0])).handoff_to == "w3"

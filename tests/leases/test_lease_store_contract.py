@@ -48,8 +48,9 @@ async def test_table_changes_name_what_start_up_would_do_and_do_nothing(table: T
     assert await table.store.ensure_owner_index()
     await table.drop()
     assert not await table.store.table_exists()
-    (change,) = await table.store.table_changes()
-    assert change.startswith("create the lease table")
+    lease_table, workers_table = await table.store.table_changes()
+    assert lease_table.startswith("create the lease table")
+    assert workers_table.startswith("create the workers table")
     assert not await table.store.table_exists()
 
 

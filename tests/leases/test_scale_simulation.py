@@ -14,7 +14,8 @@ import time
 import pytest
 
 from bench import virtual_time
-from bench.billing import READ_UNIT, BilledLeaseStore, item_bytes, kcl_costs
+from bench.billing import READ_UNIT, BilledLeaseStore, item_bytes
+from bench.kcl import kcl_costs
 from bench.scale import simulate
 from bench.scale_load import hot_shards
 from bench.virtual_time import VirtualClock
@@ -82,10 +83,13 @@ async def test_scans_reads_and_writes_are_billed_in_dynamodb_units() -> None:
 
     await store.join("worker-001")
     before = store.bill.write_units
-    board = await store.beat("worker-001", 0, held=1, leaving=False, read=0)
-    assert board.slots["worker-001"].counter == 1
-    assert store.bill.write_units == before + 1  # a small board: one unit, no read
-    assert store.bill.calls["UpdateItem board beat"] == 1
+    slot = await store.beat("worker-001", 0, held=1, leaving=False, read=0)
+    assert slot.counter == 1
+    assert store.bill.write_units == before + 1  # a small item: one unit, no read
+    assert store.bill.calls["UpdateItem slot beat"] == 1
+    reads = store.bill.read_units
+    await store.read_board()
+    assert store.bill.read_units == reads + 0.5  # the workers table: one eventual unit
     assert not await store.create_lease(leases[1].key, frozenset(), Sentinel.TRIM_HORIZON)
     assert store.bill.calls["PutItem create (condition failed)"] == 1
 
@@ -114,16 +118,22 @@ def test_a_small_fleet_reads_only_the_sweep_and_takes_over_within_the_bound() ->
     assert cold["calls"]["PutItem create"] == 20
     assert "PutItem create (condition failed)" not in cold["calls"]
     assert result["die"]["seconds_to_balance"] <= 10 + 10 / 3 + 1
-    assert result["die"]["calls"]["UpdateItem board fence"] == 1
+    assert result["die"]["calls"]["UpdateItem slot fence"] == 1
     assert result["join"]["seconds_to_balance"] is not None
     steady = result["steady"]["calls"]
     assert "Scan (strong)" not in steady
     assert "UpdateItem renew" not in steady
-    assert "UpdateItem renew (worker id)" not in steady
     assert steady["Scan (eventual)"] * 20 <= 2  # the sweep, once a minute
-    # The leader and the deputy beat every second, the other two every renew interval.
-    beats = 2 * 60 / 1.0 + 2 * 60 / (10 / 3)
-    assert steady["UpdateItem board beat"] * 20 == pytest.approx(beats, rel=0.05)
+    # Every worker beats its own item every renew interval; the leader renews the
+    # leader item every second; the deputy reads the leader item every second, the
+    # other two every WATCH_SECONDS.
+    assert steady["UpdateItem slot beat"] * 20 == pytest.approx(4 * 60 / (10 / 3), rel=0.05)
+    assert steady["PutItem leader renew"] * 20 == pytest.approx(60, rel=0.05)
+    # The leader Scans the workers table every second, the deputy every 2 s.
+    assert steady["Scan workers (eventual)"] * 20 == pytest.approx(60 + 30, rel=0.05)
+    assert steady["GetItem leader (eventual)"] * 20 == pytest.approx(60 + 2 * 60 / 30, rel=0.1)
+    # No item is written more than about once a second: the leader item.
+    assert result["steady"]["hottest_item_wu_per_second"] == pytest.approx(1.0, rel=0.05)
 
 
 def test_two_hot_shards_end_on_different_workers_by_the_next_sweep() -> None:

@@ -99,7 +99,7 @@ def test_a_healthy_setup_passes_the_checks(base_env: dict[str, str]) -> None:
     assert f"lease table {table} (0 leases)" in done.stdout
     assert (
         "start-up would add the index LeaseOwnerToLeaseKeyIndex to the lease table "
-        f"{table} (UpdateTable)\n"
+        f"{table} (UpdateTable) and create the workers table {table}-workers (on-demand)\n"
     ) in done.stdout
     assert not dynamodb.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes")
 
@@ -118,7 +118,8 @@ def test_a_healthy_setup_passes_the_checks(base_env: dict[str, str]) -> None:
         ),
         (
             {"LANDER_LEASE_TABLE_CREATE": "false", "LANDER_LEASE_TABLE": "never-created"},
-            r"lease table never-created does not exist .* LANDER_LEASE_TABLE_CREATE is false",
+            r"lease table never-created \(or its workers table never-created-workers\) does "
+            r"not exist .* LANDER_LEASE_TABLE_CREATE is false",
         ),
         (
             {"LANDER_ARCHIVE": "s3://no-such-bucket-here/landed"},

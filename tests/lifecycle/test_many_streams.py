@@ -158,6 +158,12 @@ def test_streams_that_do_not_exist_or_a_single_stream_table_are_refused_in_one_l
     assert "nope-" in one_line(missing)
     single = run_lander({**env, "LANDER_STREAM": cluster.stream}, "run", "--check")
     assert single.returncode == 0, single.stderr
+    cluster.dynamodb.create_table(  # --check created nothing
+        TableName=cluster.table,
+        KeySchema=[{"AttributeName": "leaseKey", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "leaseKey", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
     cluster.dynamodb.put_item(
         TableName=cluster.table,
         Item={"leaseKey": {"S": "shardId-000000000000"}, "leaseCounter": {"N": "0"}},

@@ -13,7 +13,7 @@ import pytest
 from consumer.config import load_settings
 from consumer.health import HealthServer
 from consumer.leases import board_coordinator
-from consumer.leases.board import Board
+from consumer.leases.board import Slot
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.wake import join_address
 from consumer.lifecycle.processor import RecordProcessor
@@ -22,7 +22,7 @@ from consumer.stream.memory import MemoryStream
 from tests.lifecycle.test_worker_inprocess import Journal, JournalProcessor
 
 BEAT = 10.0
-"""Every worker's beat interval here: the leader's, the deputy's and the others'."""
+"""Every worker's beat interval here (the renew interval: failover / 3)."""
 
 
 async def _until(predicate: Callable[[], bool], timeout: float) -> float:
@@ -58,10 +58,7 @@ async def servers() -> AsyncIterator[list[HealthServer]]:
         await server.stop()
 
 
-async def test_wake_ups_move_shards_well_inside_one_beat(
-    monkeypatch: pytest.MonkeyPatch, servers: list[HealthServer]
-) -> None:
-    monkeypatch.setattr(board_coordinator, "LEAD_SECONDS", BEAT)
+async def test_wake_ups_move_shards_well_inside_one_beat(servers: list[HealthServer]) -> None:
     stream, store, journal = MemoryStream(2), MemoryLeaseStore(), Journal()
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
 
@@ -105,12 +102,9 @@ async def test_wake_ups_move_shards_well_inside_one_beat(
     assert len(positions) == len(set(positions)) == count[0]
 
 
-async def test_without_wake_ups_the_receiver_acts_at_its_beat(
-    monkeypatch: pytest.MonkeyPatch, servers: list[HealthServer]
-) -> None:
+async def test_without_wake_ups_the_receiver_acts_at_its_beat(servers: list[HealthServer]) -> None:
     """The control: the same newcomer, not woken, waits for a beat (so the test above
     measures the wake-ups, not some other path)."""
-    monkeypatch.setattr(board_coordinator, "LEAD_SECONDS", 3.0)
     stream, store, journal = MemoryStream(2), MemoryLeaseStore(), Journal()
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
     settings = {
@@ -161,16 +155,16 @@ class _SlowAnswers(MemoryLeaseStore):
 
     async def beat(
         self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
-    ) -> Board:
-        board = await super().beat(worker, counter, held=held, leaving=leaving, read=read, cpu=cpu)
+    ) -> Slot:
+        slot = await super().beat(worker, counter, held=held, leaving=leaving, read=read, cpu=cpu)
         await asyncio.sleep(0.05)
-        return board
+        return slot
 
 
 async def test_leaving_during_a_beat_in_flight_still_removes_the_slot() -> None:
     """A stopping worker beats often and is woken often: its last beat can be in flight
     when it leaves. The removal waits for it, so it is conditioned on the counter that
-    beat wrote, and the slot goes (else it would lead the line until fenced)."""
+    beat wrote, and the slot goes (else the leader would give it leases until it fenced it)."""
     store = _SlowAnswers()
     worker = board_coordinator.BoardCoordinator(store, "w1", 3.0, 1.0)
     await worker.join()

@@ -228,9 +228,9 @@ async def test_a_dead_process_board_slot_is_taken_over_and_its_zombie_refused() 
         return now[0]
 
     await join_board(store, "w", "dead", 10, clock=clock, sleep=tick)
-    board = await join_board(store, "w", "heir", 10, clock=clock, sleep=tick)
+    slot = await join_board(store, "w", "heir", 10, clock=clock, sleep=tick)
     assert now[0] >= 10
-    assert board.slots["w"].instance == "heir"
+    assert slot.instance == "heir"
     with pytest.raises(SlotLostError):
         await store.beat("w", 0, held=0, leaving=False, read=0)
 
@@ -244,10 +244,10 @@ async def test_a_dead_process_board_slot_is_taken_over_and_its_zombie_refused() 
     assert (await store.read_board()).slots["w"].instance == "heir"
     assert await store.fence("w", (await store.read_board()).slots["w"].counter)
     before = now[0]
-    board = await join_board(store, "w", "third", 10, clock=clock, sleep=tick)
+    slot = await join_board(store, "w", "third", 10, clock=clock, sleep=tick)
     assert now[0] == before
-    assert board.slots["w"].instance == "third"
-    assert not board.slots["w"].fenced
+    assert slot.instance == "third"
+    assert not slot.fenced
 
 
 def _record(sequence: int) -> Record:
