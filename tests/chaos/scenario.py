@@ -494,11 +494,15 @@ class Chaos:
     def _leader(self, live: list[str]) -> str:
         """The worker that leads, as the leader item in the workers table names it; any
         live worker when it names none that lives."""
-        item = self.direct["dynamodb"].get_item(
-            TableName=self.table + WORKERS_SUFFIX,
-            Key={KEY: {"S": LEADER_KEY}},
-            ConsistentRead=True,
-        )
+        dynamodb = self.direct["dynamodb"]
+        try:
+            item = dynamodb.get_item(
+                TableName=self.table + WORKERS_SUFFIX,
+                Key={KEY: {"S": LEADER_KEY}},
+                ConsistentRead=True,
+            )
+        except dynamodb.exceptions.ResourceNotFoundException:
+            item = {}  # no worker has made the workers table yet
         leader = str(item.get("Item", {}).get("w", {}).get("S", "")).removeprefix("chaos-")
         return leader if leader in live else self.rng.choice(live)
 
