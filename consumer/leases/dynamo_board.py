@@ -53,9 +53,6 @@ class DynamoBoard(DynamoTable):
         """Create the workers table if it is missing and wait until it is ACTIVE."""
         await self._create(self._workers, KEY)
 
-    async def _missing(self, exc: ClientError) -> bool:
-        return error_code(exc) == "ResourceNotFoundException"
-
     @aws_errors
     async def read_board(self) -> Board:
         """Scan the workers table, eventually consistent."""
@@ -69,7 +66,7 @@ class DynamoBoard(DynamoTable):
             try:
                 page = await self._client.scan(**kwargs)
             except ClientError as exc:
-                if await self._missing(exc):
+                if error_code(exc) == "ResourceNotFoundException":
                     raise TableMissingError(self._workers) from None
                 raise
             for item in page.get("Items", []):
@@ -94,7 +91,7 @@ class DynamoBoard(DynamoTable):
                 TableName=self._workers, Key=key, ConsistentRead=consistent
             )
         except ClientError as exc:
-            if await self._missing(exc):
+            if error_code(exc) == "ResourceNotFoundException":
                 raise TableMissingError(self._workers) from None
             raise
         return response.get("Item")
@@ -126,7 +123,7 @@ class DynamoBoard(DynamoTable):
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 raise SlotLostError(f"slot of {worker} changed before the join") from None
-            if await self._missing(exc):
+            if error_code(exc) == "ResourceNotFoundException":
                 raise TableMissingError(self._workers) from None
             raise
         return slot_from_item(item)
