@@ -24,8 +24,9 @@ one write unit whatever the size of the fleet, and no item grows with it.
 - **The deputy**, named by the leader in the leader item (the live worker that joined
   first after it), reads the leader item every second and takes it over, with a write
   conditioned on the counter it watched, once that counter stood still for the failover
-  time. Every other worker reads the leader item every :data:`WATCH_SECONDS` and does
-  the same, for when the leader and its deputy die together.
+  time. Every other worker reads the leader item every :data:`WATCH_SECONDS` (every
+  second while it names no deputy) and does the same, for when the leader and its
+  deputy die together.
 - **Acting window**: a worker acts on its leases only within ``stale_after`` (less than
   the failover time) of the start of its last successful beat, and leads only within
   as long of its last successful write of the leader item, so by the time anyone can

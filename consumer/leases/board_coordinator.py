@@ -31,14 +31,14 @@ from consumer.aio import batched
 from consumer.leases.board import LEAVING_BEAT_SECONDS, Board, Slot, deputy_for, line, watch
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.decisions import Seen
-from consumer.leases.handoff import await_ack, await_handoff, release_unheld, start_leaving
+from consumer.leases.handoff import await_ack, await_handoff, pass_on, release_unheld, start_leaving
 from consumer.leases.identity import join_board
 from consumer.leases.leader import Leader
 from consumer.leases.model import TABLE_GONE, Lease, LeaseError, LeaseLostError
 from consumer.leases.reports import CpuMeter, TroubleReports, write_report
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
 from consumer.leases.succession import Succession
-from consumer.leases.wake import Courier
+from consumer.leases.wake import Courier, address_of
 from consumer.sequence import Checkpoint
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class BoardCoordinator(LeaseCoordinator):
         """The process's token on its slot: its claim on the worker id (64 bits)."""
         self.address = address
         """``host:port`` where others wake this worker (:mod:`.wake`), if anywhere."""
-        self.courier = Courier(store, worker_id, self._address, metrics)
+        self.courier = Courier(store, worker_id, self._address_of, metrics)
         self.slot: Slot | None = None
         """This worker's slot as its last beat wrote it (None until joined)."""
         self.board = Board()
@@ -121,7 +121,10 @@ class BoardCoordinator(LeaseCoordinator):
         leader = self.succession.leader
         if leader is not None and leader != self.worker_id:
             self.courier.wake(leader)  # the leader plans with the newcomer from its next pass
-        await self.read_own_leases()
+        try:
+            await self.read_own_leases()
+        except TableMissingError:  # deleted as this worker joined
+            await self.table_gone()
 
     async def _join(self) -> Slot:
         claim = (self.board_store, self.worker_id, self.instance, self.failover)
@@ -194,6 +197,13 @@ class BoardCoordinator(LeaseCoordinator):
         self._mark_lost(key, reason)
         self.on_lost(key)
 
+    def forget(self, key: str) -> None:
+        """Drop a lease; after a loss, the next beat reads this worker's leases again:
+        one still naming it (another incarnation: the table made again) is taken."""
+        if self.is_lost(key):
+            self._notices = None
+        super().forget(key)
+
     async def _after_beat(self) -> None:
         slot = self.slot
         if slot is None:
@@ -235,16 +245,17 @@ class BoardCoordinator(LeaseCoordinator):
         for key in list(self.held):
             self.lose(key, TABLE_GONE)
         await self.store.ensure_table()
-        await (self.leader.table_gone() if self.is_leader() else self._notify_leader())
+        await (self.leader.table_gone() if self.is_leader() else self.notify_leader())
 
     # -- incoming leases, notices, hand-offs ------------------------------------------------
 
     async def _incoming(self, key: str) -> None:
+        before = self.held.get(key)
         lease = await self.store.get_lease(key)
         if lease is None:
             return
         if lease.owner == self.worker_id:
-            await self._own(key, lease)
+            await self._own(key, lease, before)
         elif (
             lease.handoff_to == self.worker_id
             and not self.leaving
@@ -259,7 +270,7 @@ class BoardCoordinator(LeaseCoordinator):
         """Take a lease that names this worker; one that arrives while this worker
         leaves (or cannot land) is passed on at once."""
         if self.leaving:
-            await self._pass_on(lease)
+            await pass_on(self, lease)
             return
         if not self.fresh():  # a slow beat ended outside the window: beat, never drop it
             with contextlib.suppress(LeaseLostError):
@@ -280,33 +291,29 @@ class BoardCoordinator(LeaseCoordinator):
     async def read_own_leases(self) -> None:
         """Every lease naming this worker or held by it, read strongly (:meth:`_own`)."""
         keys = sorted(set(await self.store.owned_by(self.worker_id)) | set(self.held))
+        before = [self.held.get(key) for key in keys]
         leases = await batched([self.store.get_lease(key) for key in keys])
-        for key, lease in zip(keys, leases, strict=True):
-            await self._own(key, lease)
+        for key, lease, was in zip(keys, leases, before, strict=True):
+            await self._own(key, lease, was)
 
-    async def _own(self, key: str, lease: Lease | None) -> None:
-        """Take a lease given; stop a lost one; notice or watch a hand-off asked of it."""
+    async def _own(self, key: str, lease: Lease | None, before: HeldLease | None) -> None:
+        """Take a lease given; stop a lost one; notice or watch a hand-off asked of it.
+        A lease taken (or dropped) while it was read is left alone: the read is older."""
         held = self.held.get(key)
+        if held is not before:
+            return
         if held is None:
             if lease is not None and lease.owner == self.worker_id:
                 await self.take_given(lease)
             return
-        # A counter below the one held: not this lease (the table was made again).
-        if lease is None or lease.owner != self.worker_id or lease.counter < held.lease.counter:
-            self.lose(key, "the lease names another owner")
+        ours = (self.worker_id, held.lease.incarnation)
+        if lease is None or (lease.owner, lease.incarnation) != ours:
+            self.lose(key, "another owner, or another incarnation (the table was made again)")
             return
         self.notice_handoff(lease)
         pending = lease.handoff_to is not None and lease.handoff_ack != lease.handoff_to
         if pending and key not in self.acks:
             self.acks[key] = asyncio.create_task(await_ack(self, key))
-
-    async def _pass_on(self, lease: Lease) -> None:
-        try:
-            await self.store.release(lease)
-        except LeaseLostError:
-            return
-        self._log.info("lease passed on", shard_id=lease.key, why="this worker is leaving")
-        await self._notify_leader()
 
     def notice_handoff(self, lease: Lease) -> None:
         held = self.held.get(lease.key)
@@ -322,13 +329,13 @@ class BoardCoordinator(LeaseCoordinator):
         transfer tells the receiver (it may have stopped polling before it came)."""
         to = await super().give_up(key, why)
         if to is None:
-            await self._notify_leader()
+            await self.notify_leader()
         else:
             with contextlib.suppress(LeaseError):
                 await self.courier.deliver(to, [key])
         return to
 
-    async def _notify_leader(self) -> None:
+    async def notify_leader(self) -> None:
         leader = self.succession.leader
         if leader == self.worker_id:
             self.leader.want_sweep()
@@ -362,13 +369,6 @@ class BoardCoordinator(LeaseCoordinator):
         """Release leases naming this worker that it does not hold (:mod:`.handoff`)."""
         await release_unheld(self)
 
-    def _address(self, worker: str) -> str | None:
-        """Where ``worker`` is woken: its slot as last read, or the leader item."""
-        slot, leadership = self.board.slots.get(worker), self.succession.leadership
-        if slot is None and leadership is not None and leadership.leader == worker:
-            return leadership.address
-        return None if slot is None else slot.address
-
     # -- the leader ------------------------------------------------------------------------
 
     def _line(self) -> list[str]:
@@ -392,9 +392,8 @@ class BoardCoordinator(LeaseCoordinator):
                     await self.courier.notify(deputy)
         await self.leader.lead_pass()
 
+    def _address_of(self, worker: str) -> str | None:
+        return address_of(self.board, self.succession.leadership, worker)
+
     def _deputy(self) -> str | None:
         return deputy_for(self._line(), self.board, self.worker_id)
-
-    def want_sweep(self) -> None:
-        """Have the next leader pass read the leases again (new leases were created)."""
-        self.leader.want_sweep()

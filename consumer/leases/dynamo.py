@@ -39,6 +39,7 @@ from consumer.leases.model import (
     LeaseLostError,
     ShardLoad,
     ShardReport,
+    new_incarnation,
     wall_ms,
 )
 from consumer.leases.store import TableMissingError
@@ -120,6 +121,7 @@ class DynamoLeaseStore(DynamoBoard):
             "checkpoint": {"S": value},
             "checkpointSubSequenceNumber": {"N": str(sub)},
             "ownerSwitchesSinceCheckpoint": {"N": "0"},
+            "leaseIncarnation": {"S": new_incarnation()},
         }
         item.update(stream_attributes(key, parents))
         try:
@@ -288,8 +290,8 @@ class DynamoLeaseStore(DynamoBoard):
         *,
         also: str | None = None,
     ) -> Lease:
-        """A fenced write: the owner (or no owner) and counter as ``lease`` has them, and
-        ``also`` if given; LeaseLostError when refused."""
+        """A fenced write: the owner (or no owner), counter and incarnation as ``lease``
+        has them, and ``also`` if given; LeaseLostError when refused."""
         values = {
             **values,
             ":counter": {"N": str(lease.counter)},
@@ -304,13 +306,20 @@ class DynamoLeaseStore(DynamoBoard):
             values[":owner"] = {"S": lease.owner or ""}
         else:
             values[":null"] = {"S": "NULL"}
+        condition = [_OWNED if owned else _UNOWNED]
+        if lease.incarnation is None:
+            condition.append("attribute_not_exists(leaseIncarnation)")
+        else:
+            condition.append("leaseIncarnation = :incarnation")
+            values[":incarnation"] = {"S": lease.incarnation}
+        if also is not None:
+            condition.append(also)
         try:
             response = await self._client.update_item(
                 TableName=self._table,
                 Key={"leaseKey": {"S": lease.key}},
                 UpdateExpression=expression,
-                ConditionExpression=(_OWNED if owned else _UNOWNED)
-                + ("" if also is None else f" AND {also}"),
+                ConditionExpression=" AND ".join(condition),
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
             )
@@ -359,6 +368,7 @@ def lease_from_item(item: Item) -> Lease:
         lag_ms=_optional_int(item, "millisBehindLatest"),
         report=_report(item),
         load=_load(item),
+        incarnation=item.get("leaseIncarnation", {}).get("S"),
     )
 
 

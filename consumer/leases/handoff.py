@@ -18,7 +18,7 @@ import structlog
 
 from consumer.aio import batched
 from consumer.leases.board import line
-from consumer.leases.model import LeaseError, LeaseLostError
+from consumer.leases.model import Lease, LeaseError, LeaseLostError
 
 if TYPE_CHECKING:
     from consumer.leases.board_coordinator import BoardCoordinator
@@ -29,6 +29,16 @@ POLL_SECONDS = 0.1
 """How often a receiver reads a lease being handed to it."""
 ACK_POLL_SECONDS = 0.25
 """How often an owner asked for a hand-off reads the lease for its receiver's ack."""
+
+
+async def pass_on(w: BoardCoordinator, lease: Lease) -> None:
+    """Release a lease given to a worker that is leaving, and tell the leader."""
+    try:
+        await w.store.release(lease)
+    except LeaseLostError:
+        return
+    log.info("lease passed on", shard_id=lease.key, worker_id=w.worker_id, why="leaving")
+    await w.notify_leader()
 
 
 async def await_handoff(w: BoardCoordinator, key: str, owner: str | None) -> None:

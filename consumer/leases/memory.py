@@ -18,6 +18,7 @@ from consumer.leases.model import (
     LeaseLostError,
     ShardLoad,
     ShardReport,
+    new_incarnation,
     wall_ms,
 )
 from consumer.leases.store import Expect, SlotLostError, TableMissingError
@@ -47,13 +48,18 @@ class MemoryLeaseStore:
         return self.leases
 
     def _fenced(self, lease: Lease) -> dict[str, Lease]:
-        """The table, if the stored lease still has the counter and owner we saw."""
+        """The table, if the stored lease still has the counter, owner and incarnation
+        we saw."""
         if self.leases is None:
             raise LeaseLostError(lease.key, TABLE_GONE)
         current = self.leases.get(lease.key)
         if current is None:
             raise LeaseLostError(lease.key, "lease item does not exist")
-        if current.counter != lease.counter or current.owner != lease.owner:
+        if (current.counter, current.owner, current.incarnation) != (
+            lease.counter,
+            lease.owner,
+            lease.incarnation,
+        ):
             raise LeaseLostError(lease.key)
         return self.leases
 
@@ -100,7 +106,12 @@ class MemoryLeaseStore:
         table = self._table()
         if key in table:
             return False
-        table[key] = Lease(key=key, checkpoint=checkpoint, parents=frozenset(parents))
+        table[key] = Lease(
+            key=key,
+            checkpoint=checkpoint,
+            parents=frozenset(parents),
+            incarnation=new_incarnation(),
+        )
         return True
 
     async def take(self, lease: Lease, owner: str) -> Lease:

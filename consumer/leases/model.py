@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass, field, replace
 
@@ -41,6 +42,12 @@ class Lease:
     load: ShardLoad | None = field(default=None, compare=False)
     """The shard's throughput as its owner last measured it (written with checkpoints;
     board coordination balances by it)."""
+    incarnation: str | None = None
+    """A random id the lander writes when it creates the item (``leaseIncarnation``).
+    A lease made again (the table deleted and created anew) has another one, so a
+    worker still holding the earlier lease cannot mistake the new one for it where the
+    counters agree: every fenced write requires it, and a worker reading its leases
+    compares it. None for a lease a KCL application created."""
 
     @property
     def finished(self) -> bool:
@@ -93,6 +100,11 @@ still hold some (skipped as :data:`RESERVED_PREFIX` items; safe to delete)."""
 def wall_ms() -> int:
     """The wall clock in epoch milliseconds: what ``updated_ms`` holds."""
     return time.time_ns() // 1_000_000
+
+
+def new_incarnation() -> str:
+    """A fresh :attr:`Lease.incarnation`: 64 random bits, hex."""
+    return secrets.token_hex(8)
 
 
 class LeaseError(LanderError):

@@ -125,7 +125,9 @@ class Succession:
             if taken is not None:
                 self.leadership, self._held_since = taken, started
                 return
-        often = self.is_deputy() or not self._alive_seen or read is None
+        # Every second as deputy, or while nobody is deputy: a leader that died
+        # before naming one is taken over at the failover time, not WATCH_SECONDS on.
+        often = self.is_deputy() or not self._alive_seen or read is None or read.deputy is None
         self._next_read = now + (LEAD_SECONDS if often else WATCH_SECONDS)
 
     async def resign(self) -> None:

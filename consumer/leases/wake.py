@@ -31,6 +31,7 @@ import structlog
 from consumer.aio import wait_event
 
 if TYPE_CHECKING:
+    from consumer.leases.board import Board, Leadership
     from consumer.leases.store import BoardStore
     from consumer.metrics import LanderMetrics
 
@@ -198,6 +199,15 @@ async def send_wake(address: str) -> bool:
     except (OSError, TimeoutError, ValueError, UnicodeError):
         return False
     return status.split()[1:2] == [b"202"]
+
+
+def address_of(board: Board, leadership: Leadership | None, worker: str) -> str | None:
+    """Where ``worker`` is woken: its slot's address, or the leader item's for a
+    leader whose slot is not on ``board``."""
+    slot = board.slots.get(worker)
+    if slot is None and leadership is not None and leadership.leader == worker:
+        return leadership.address
+    return None if slot is None else slot.address
 
 
 def join_address(host: str, port: int) -> str:

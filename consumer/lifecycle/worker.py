@@ -251,6 +251,7 @@ class Worker:
             try:
                 await self.store.ensure_table()
                 await refuse_strangers(table, name, failover)
+                await self.store.ensure_owner_index()  # an older table's index
             except TableMissingError:
                 if attempt == PREPARE_ATTEMPTS:
                     raise
@@ -302,8 +303,7 @@ class Worker:
             raise failure
 
     async def _start_board(self) -> list[asyncio.Task[None]]:
-        """Join the board (adding the owner index to an older table first)."""
-        await self.store.ensure_owner_index()
+        """Join the board; beat and lead from then on."""
         await self.board.join()
         self._last_contact = time.monotonic()
         board = self.board
@@ -468,7 +468,7 @@ class Worker:
                 # worker (the leader before it) wrote leases the view lacks: sweep now,
                 # or they wait for the sweep interval, neither given nor read.
                 if lane.syncer.changed or lane.incomplete:
-                    self.board.want_sweep()
+                    self.board.leader.want_sweep()
             except StreamNotFoundError as exc:
                 failed = True
                 lane.missing += 1

@@ -30,7 +30,9 @@ async def test_create_is_once_only_and_unowned(table: Table) -> None:
     assert await table.store.create_lease("s-1", {"p-1", "p-2"}, Sentinel.LATEST)
     assert not await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
     lease = await _one(table.store, "s-1")
-    assert lease == Lease(key="s-1", checkpoint=Sentinel.LATEST, parents=frozenset({"p-1", "p-2"}))
+    assert lease.incarnation is not None
+    made = Lease(key="s-1", checkpoint=Sentinel.LATEST, parents=frozenset({"p-1", "p-2"}))
+    assert lease == made.evolve(incarnation=lease.incarnation)
 
 
 async def test_ensure_table_is_idempotent(table: Table) -> None:
@@ -248,6 +250,26 @@ async def test_deleted_lease_and_table_fence_the_old_owner(table: Table) -> None
     assert await table.store.list_leases() == []
 
 
+async def test_a_lease_made_again_fences_the_old_owner_at_the_same_counter(table: Table) -> None:
+    """A table deleted and made again holds new leases whose counters may match the old
+    ones exactly: the incarnation written at creation tells them apart, and every fenced
+    write of the old lease is refused. The new lease takes writes as usual."""
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    old = await table.store.take(await _one(table.store, "s-1"), "w1")
+    await table.drop()
+    await table.store.ensure_table()
+    await table.store.create_lease("s-1", set(), Sentinel.TRIM_HORIZON)
+    new = await table.store.take(await _one(table.store, "s-1"), "w1")
+    assert (new.owner, new.counter) == (old.owner, old.counter)
+    assert None is not new.incarnation != old.incarnation is not None
+    with pytest.raises(LeaseLostError):
+        await table.store.checkpoint(old, Position(1))
+    with pytest.raises(LeaseLostError):
+        await table.store.release(old)
+    assert (await table.store.checkpoint(new, Position(2))).checkpoint == Position(2)
+    assert (await _one(table.store, "s-1")).incarnation == new.incarnation
+
+
 @pytest.mark.emulator
 async def test_kcl_null_owner_is_read_as_unowned(aws_clients: Clients) -> None:
     """A KCL table's literal "NULL" owner is adopted as a free lease."""
@@ -269,8 +291,10 @@ async def test_kcl_null_owner_is_read_as_unowned(aws_clients: Clients) -> None:
     (lease,) = await store.list_leases()
     assert lease.owner is None
     assert lease.checkpoint == Position(BIG)
+    assert lease.incarnation is None  # KCL writes none; the lander's writes need none
     taken = await store.take(lease, "w1")
     assert (taken.owner, taken.counter) == ("w1", 43)
+    assert (await store.checkpoint(taken, Position(BIG + 1))).incarnation is None
 
 
 @pytest.mark.emulator

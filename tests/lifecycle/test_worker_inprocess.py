@@ -437,6 +437,34 @@ async def test_a_table_deleted_while_the_worker_starts_is_created_again() -> Non
         await task
 
 
+@simulated
+async def test_a_lease_made_again_at_the_same_counter_is_read_from_its_start() -> None:
+    """The lease table made again behind a worker's back, with leases naming that worker
+    at the very counters it holds (the race a CI run lost: a worker kept reading a lease
+    of the deleted table, its new lease given to it before it heard of the deletion).
+    The new leases' incarnations differ: the worker's next checkpoint is refused, it
+    drops the lease, takes the new one and reads the shard from its initial position."""
+    stream = _keyed_stream(2, 10)
+    store, journal = MemoryLeaseStore(), Journal()
+    worker = _worker(stream, store, journal, "w1")
+    task = asyncio.create_task(worker.run())
+    await _until(lambda: len(journal.delivered) == 10)
+    assert store.leases is not None
+    store.leases = {
+        key: Lease(key, owner=lease.owner, counter=lease.counter, incarnation="again")
+        for key, lease in store.leases.items()
+    }
+    for i in range(10, 20):
+        stream.put(f"{i}".encode(), f"key-{i}")
+    every = {b"%d" % i for i in range(20)}
+    # The new records may come first from the old lease, refused at its checkpoint.
+    await _until(lambda: {data for _, _, data in journal.delivered[10:]} == every)
+    assert all(lease.incarnation == "again" for lease in store.leases.values())
+    worker.request_stop()
+    async with asyncio.timeout(10):
+        await task
+
+
 class CreatedByAnother(MemoryLeaseStore):
     """Every lease is created by another worker just before this one tries, so each of
     its creations is refused: the race of a new leader with the worker that led before
