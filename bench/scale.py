@@ -46,7 +46,7 @@ from bench.report import progress
 from bench.virtual_time import VirtualClock
 from consumer.config import Settings, load_settings
 from consumer.leases.model import RESERVED_PREFIX
-from consumer.leases.store import LeaseStore
+from consumer.leases.store import CoordinatedStore, LeaseStore
 from consumer.leases.wake import SEND_TIMEOUT
 from consumer.lifecycle.processor import Checkpointer, InitializationInput, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
@@ -137,7 +137,7 @@ class Fleet:
             view = _Freezable(self.store)
             worker = Worker(
                 self.settings(worker_id),
-                cast("LeaseStore", view),
+                cast("CoordinatedStore", view),
                 self.stream,
                 _Idle,
                 rng=random.Random(self.rng.random()),

@@ -107,11 +107,11 @@ async def test_a_lease_found_taken_after_a_notice_ends_the_shard_as_lost() -> No
     task = asyncio.create_task(worker.run())
     await _until(gate.holding.is_set)
     key = "shardId-000000000000"
-    consumer = worker.consumers[key]
+    consumer = worker.shards.consumers[key]
     lease = next(lease for lease in await store.list_leases() if lease.key == key)
     await store.take(lease, "w2")  # another worker takes it behind w1's back
     assert await store.notify("w1")
-    await _until(lambda: key not in worker.shard_tasks)
+    await _until(lambda: key not in worker.shards.tasks)
     assert consumer.state is State.DONE
     assert gate.calls == ["initialize", "lease_lost"]
     assert key not in worker.coordinator.held
@@ -207,7 +207,7 @@ async def test_a_finished_lease_held_by_a_worker_is_released_without_a_consumer(
     gate = Gate()
     worker = Worker(settings, store, MemoryStream(1), lambda: gate)
     worker.coordinator.held[key] = HeldLease(finished, worker.coordinator.clock())
-    await asyncio.wait_for(worker._own_shard(key), 5)
+    await asyncio.wait_for(worker.shards.own(key), 5)
     assert gate.calls == []
     assert key not in worker.coordinator.held
     after = next(lease for lease in await store.list_leases() if lease.key == key)
@@ -286,7 +286,7 @@ async def test_a_shard_that_does_not_stop_for_its_hand_off_is_reported_once() ->
     with structlog.testing.capture_logs() as logs:
         task = asyncio.create_task(worker.run())
         await _until(gate.holding.is_set)
-        worker._hand_off(key)
+        worker.shards.hand_off(key)
 
         def overdue() -> list[MutableMapping[str, Any]]:
             return [e for e in logs if e["event"] == "shard did not stop for its hand-off"]

@@ -105,7 +105,7 @@ async def test_a_worker_that_cannot_land_gives_its_shards_back_and_returns_when_
     bad_archive.broken = True
     bad = _lander_worker(stream, store, bad_archive, "bad")
     bad_task = asyncio.create_task(bad.run())
-    await _until(lambda: bad.unfit is not None)
+    await _until(lambda: bad.fitness.unfit is not None)
     assert not bad.health().ready
     assert "NoSuchBucket" in str(bad.health().detail["cannot_land"])
     assert bad.metrics.registry.get_sample_value("lander_landing_healthy") == 0
@@ -128,7 +128,7 @@ async def test_a_worker_that_cannot_land_gives_its_shards_back_and_returns_when_
     assert not bad.coordinator.held, "an unfit worker took a lease"
 
     bad_archive.broken = False
-    await _until(lambda: bad.unfit is None)
+    await _until(lambda: bad.fitness.unfit is None)
     assert bad.metrics.registry.get_sample_value("lander_landing_healthy") == 1
     await _until(lambda: bad.health().ready)
     for worker in (bad, good):
@@ -180,7 +180,7 @@ async def test_a_shard_that_fails_while_the_probe_passes_is_retried_in_place() -
     assert lease.report.pending == 5
     assert lease.report.checkpoint_age_ms > 0
     assert "processor bug on this shard" in (lease.report.last_error or "")
-    assert worker.unfit is None
+    assert worker.fitness.unfit is None
     assert metrics.value("lander_shard_restarts", shard_id=shard) >= 3
     labels = {"stream": metrics.stream, "shard_id": shard}
     assert metrics.registry.get_sample_value("lander_records_pending", labels) == 5
@@ -310,7 +310,7 @@ async def test_a_shard_task_that_dies_is_started_again_not_left_renewed() -> Non
         stream.put(f'{{"i": {i}}}'.encode(), "k")
     store, archive = MemoryLeaseStore(), MemoryObjectStore()
     worker = _lander_worker(stream, store, archive, "w1")
-    original = worker._own_shard
+    original = worker.shards.own
     starts: list[str] = []
 
     async def flaky(key: str) -> None:
@@ -319,7 +319,7 @@ async def test_a_shard_task_that_dies_is_started_again_not_left_renewed() -> Non
             raise RuntimeError("a bug in the shard supervisor")
         await original(key)
 
-    worker._own_shard = flaky  # type: ignore[method-assign]
+    worker.shards.own = flaky  # type: ignore[method-assign]
     task = asyncio.create_task(worker.run())
     await _until(lambda: len(_landed_positions(archive)) == 5)
     assert starts == ["shardId-000000000000"] * 2

@@ -396,11 +396,11 @@ async def test_a_shards_load_is_measured_over_several_polls_from_what_its_lease_
     carried = ShardLoad(records_per_second=100.0, kb_per_second=50.0)
     worker.coordinator.held[key] = HeldLease(Lease(key, owner="w1", load=carried), 0.0)
     progress = ShardProgress()
-    worker._measure_load(key, progress, 0.0)
+    worker.shards.measure_load(key, progress, 0.0)
     progress.records_read, progress.bytes_read = 40, 20 * 1024
-    worker._measure_load(key, progress, 1.0)  # one beat: not a measure
+    worker.shards.measure_load(key, progress, 1.0)  # one beat: not a measure
     assert key not in worker.coordinator.loads
-    worker._measure_load(key, progress, 5.0)  # five polls with 40 records: 8 a second
+    worker.shards.measure_load(key, progress, 5.0)  # five polls with 40 records: 8 a second
     load = worker.coordinator.loads[key]
     assert load.records_per_second == pytest.approx(100 + 0.3 * (8 - 100))
     assert load.kb_per_second == pytest.approx(50 + 0.3 * (4 - 50))

@@ -24,7 +24,8 @@ from unittest import mock
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import consumer.lifecycle.worker
+import consumer.lifecycle.fitness
+import consumer.lifecycle.shards
 from consumer.config import Settings, load_settings
 from consumer.landing.lander import Lander
 from consumer.landing.objects import MemoryObjectStore, ObjectStoreError, PutOutcome, probe
@@ -161,7 +162,10 @@ async def record_stalled_worker(*, max_samples: int = 40) -> Recording:
 
     # The worker waits backoff(...) + 0.5 s before restarting a failed shard.
     delay = RESTART_SECONDS - 0.5
-    with mock.patch.object(consumer.lifecycle.worker, "backoff", return_value=delay):
+    with (
+        mock.patch.object(consumer.lifecycle.shards, "backoff", return_value=delay),
+        mock.patch.object(consumer.lifecycle.fitness, "backoff", return_value=delay),
+    ):
         return await _record(worker, samples=max_samples, done=unhealthy_for_a_while)
 
 
