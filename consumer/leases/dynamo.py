@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 
 from consumer.aws import error_code
 from consumer.leases.dynamo_board import DynamoBoard
-from consumer.leases.dynamo_table import aws_errors, owner_index
+from consumer.leases.dynamo_table import aws_errors, owner_index, unless_refused
 from consumer.leases.keys import parents_of_item, stream_attributes
 from consumer.leases.model import (
     RESERVED_PREFIX,
@@ -228,19 +228,14 @@ class DynamoLeaseStore(DynamoBoard):
     async def _if(self, key: str, expression: str, condition: str, values: dict[str, Any]) -> bool:
         """A conditional UpdateItem that is not a fenced write: False when the condition
         (or the table) is not there, instead of a lost lease."""
-        try:
-            await self._client.update_item(
-                TableName=self._table,
-                Key={"leaseKey": {"S": key}},
-                UpdateExpression=expression,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as exc:
-            if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
-                return False
-            raise
-        return True
+        update = self._client.update_item(
+            TableName=self._table,
+            Key={"leaseKey": {"S": key}},
+            UpdateExpression=expression,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+        return await unless_refused(update) is not None
 
     @aws_errors
     async def withdraw(self, key: str, to: str) -> bool:

@@ -38,7 +38,7 @@ from consumer.leases.board_item import (
     slot_key,
     worker_of,
 )
-from consumer.leases.dynamo_table import DynamoTable, aws_errors
+from consumer.leases.dynamo_table import DynamoTable, aws_errors, unless_refused
 from consumer.leases.model import wall_ms
 from consumer.leases.store import Expect, SlotLostError, TableMissingError
 
@@ -239,15 +239,10 @@ class DynamoBoard(DynamoTable):
 
     async def _put_leader(self, leadership: Leadership, condition: dict[str, Any]) -> bool:
         """A conditional PutItem of the leader item; False if refused."""
-        try:
-            await self._client.put_item(
-                TableName=self._workers, Item=leadership_item(leadership), **condition
-            )
-        except ClientError as exc:
-            if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
-                return False
-            raise
-        return True
+        put = self._client.put_item(
+            TableName=self._workers, Item=leadership_item(leadership), **condition
+        )
+        return await unless_refused(put) is not None
 
     @aws_errors
     async def resign_leadership(self, worker: str, counter: int) -> bool:
@@ -267,8 +262,8 @@ class DynamoBoard(DynamoTable):
         self, key: Any, expression: str, condition: str, values: dict[str, Any]
     ) -> Any:
         """A conditional UpdateItem; the item as written, or None if refused."""
-        try:
-            response = await self._client.update_item(
+        response = await unless_refused(
+            self._client.update_item(
                 TableName=self._workers,
                 Key=key,
                 UpdateExpression=expression,
@@ -276,17 +271,9 @@ class DynamoBoard(DynamoTable):
                 ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as exc:
-            if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
-                return None
-            raise
-        return response["Attributes"]
+        )
+        return None if response is None else response["Attributes"]
 
     async def _delete(self, key: Any, kwargs: dict[str, Any]) -> bool:
-        try:
-            await self._client.delete_item(TableName=self._workers, Key=key, **kwargs)
-        except ClientError as exc:
-            if error_code(exc) in ("ConditionalCheckFailedException", "ResourceNotFoundException"):
-                return False
-            raise
-        return True
+        deleted = self._client.delete_item(TableName=self._workers, Key=key, **kwargs)
+        return await unless_refused(deleted) is not None

@@ -51,6 +51,22 @@ def aws_errors(method: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, 
     return call
 
 
+REFUSED = ("ConditionalCheckFailedException", "ResourceNotFoundException")
+"""Error codes of a conditional write DynamoDB refused: the condition failed, or the
+item's table is not there."""
+
+
+async def unless_refused(call: Awaitable[R]) -> R | None:
+    """The response of a conditional write, or None if DynamoDB refused it
+    (:data:`REFUSED`)."""
+    try:
+        return await call
+    except ClientError as exc:
+        if error_code(exc) in REFUSED:
+            return None
+        raise
+
+
 def owner_index() -> Any:
     """The index definition, as KCL 3.x creates it."""
     return {
