@@ -10,7 +10,9 @@ names imported under ``if TYPE_CHECKING:`` are for the type checker).
   or the lander that use them;
 - sparkjobs imports of consumer only the archive format, settings and errors,
   sequences and logging;
-- nothing but the tests imports the tests.
+- nothing but the tests imports the tests;
+- no two modules of the daemon import each other, even through a chain and even for
+  types only: each part names what it uses, below it.
 """
 
 from __future__ import annotations
@@ -33,15 +35,16 @@ def _module(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module a file imports at run time (``from a import b`` gives a and a.b)."""
+def _imports(path: Path, *, for_types: bool = False) -> set[str]:
+    """Every module a file imports at run time (``from a import b`` gives a and a.b),
+    and with ``for_types`` those imported for the type checker too."""
     found: set[str] = set()
 
     class Visitor(ast.NodeVisitor):
         def visit_If(self, node: ast.If) -> None:
             test = node.test
             name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
-            if name == "TYPE_CHECKING":
+            if name == "TYPE_CHECKING" and not for_types:
                 for child in node.orelse:
                     self.visit(child)
                 return
@@ -59,12 +62,12 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, for_types: bool = False) -> dict[str, set[str]]:
     graph = {}
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
             if "node_modules" not in path.parts:
-                graph[_module(path)] = _imports(path)
+                graph[_module(path)] = _imports(path, for_types=for_types)
     return graph
 
 
@@ -160,3 +163,57 @@ def test_sparkjobs_take_only_the_format_settings_and_logging_from_consumer() -> 
         )
 
     assert _offending("sparkjobs", allowed) == {}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for name in sorted(graph[module]):
+            if name not in graph:
+                continue
+            if name not in index:
+                visit(name)
+                low[module] = min(low[module], low[name])
+            elif name in on_stack:
+                low[module] = min(low[module], index[name])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_cycle_in_the_daemon() -> None:
+    """No module of consumer/ reaches, through its imports (type-only ones included),
+    back to itself: a part that needs its owner's fields names it, and then the two
+    change together (issue 44: leader, hand-offs and reports over the coordinator)."""
+    graph = {
+        module: {name for name in imported if _within(name, "consumer")}
+        for module, imported in _graph(for_types=True).items()
+        if _within(module, "consumer")
+    }
+    assert _cycles(graph) == []
+
+
+def test_a_cycle_is_found() -> None:
+    """The cycle check finds one through a chain (it would pass vacuously otherwise)."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

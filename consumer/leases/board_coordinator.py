@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING
 import structlog
 
 from consumer.aio import batched
-from consumer.leases.board import LEAVING_BEAT_SECONDS, Board, Slot, deputy_for, line, watch
+from consumer.leases.board import LEAVING_BEAT_SECONDS, Slot, deputy_for
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
-from consumer.leases.decisions import Seen
-from consumer.leases.handoff import await_ack, await_handoff, pass_on, release_unheld, start_leaving
-from consumer.leases.identity import join_board
+from consumer.leases.handoff import Handoffs
+from consumer.leases.heartbeat import Heartbeat
 from consumer.leases.leader import Leader
 from consumer.leases.model import TABLE_GONE, Lease, LeaseError, LeaseLostError
-from consumer.leases.reports import CpuMeter, TroubleReports, write_report
+from consumer.leases.reports import TroubleReports
+from consumer.leases.roster import Roster
 from consumer.leases.store import CoordinatedStore, SlotLostError, TableMissingError
 from consumer.leases.succession import Succession
 from consumer.leases.wake import Courier, address_of
@@ -72,20 +72,19 @@ class BoardCoordinator(LeaseCoordinator):
         super().__init__(
             store, worker_id, failover, renew_interval, clock=clock, rng=rng, metrics=metrics
         )
-        self.board_store = store
-        self.sweep_seconds = sweep_seconds
-        self.sleep = sleep
-        self.instance = instance or secrets.token_hex(8)
-        """The process's token on its slot: its claim on the worker id (64 bits)."""
-        self.address = address
-        """``host:port`` where others wake this worker (:mod:`.wake`), if anywhere."""
+        self.heart = Heartbeat(
+            store,
+            worker_id,
+            failover=failover,
+            stale_after=self.stale_after,
+            clock=self.clock,
+            sleep=sleep,
+            instance=instance or secrets.token_hex(8),  # the process's claim on the id
+            address=address,
+        )
         self.courier = Courier(store, worker_id, self._address_of, metrics)
-        self.slot: Slot | None = None
-        """This worker's slot as its last beat wrote it (None until joined)."""
-        self.board = Board()
+        self.roster = Roster(store, self.clock, failover)
         """The workers table as last read (every second while leading)."""
-        self.beat_started: float | None = None
-        self.slot_seen: dict[str, Seen] = {}
         self.succession = Succession(store, worker_id, failover, self.stale_after, self.clock)
         self.leaving = False
         """Hand every lease on and take none (stopping, or unable to land)."""
@@ -93,31 +92,38 @@ class BoardCoordinator(LeaseCoordinator):
         self.on_taken: Callable[[Lease], None] = _ignore
         self.on_handoff: Callable[[str], None] = _ignore
         self.on_lost: Callable[[str], None] = _ignore
-        self._read = 0
-        self.cpu = CpuMeter()
         self.troubles = TroubleReports(renew_interval)
         self._notices: int | None = None
-        self._beat_lock = asyncio.Lock()
-        self.waits: dict[str, asyncio.Task[None]] = {}
-        self.acks: dict[str, asyncio.Task[None]] = {}
-        self.leader = Leader(self)  # the leader's duties, carried out while this worker leads
+        self.handoffs = Handoffs(
+            store,
+            self.courier,
+            self,
+            worker_id,
+            failover=failover,
+            renew_interval=renew_interval,
+            clock=self.clock,
+        )
+        self.leader = Leader(  # the leader's duties, carried out while this worker leads
+            self,
+            store,
+            self.roster,
+            self.courier,
+            worker_id,
+            failover=failover,
+            sweep_seconds=sweep_seconds,
+            clock=self.clock,
+            rng=self.rng,
+            metrics=metrics,
+        )
 
     # -- beats -----------------------------------------------------------------------
 
     async def join(self) -> None:
         """Take a fresh slot (the process's claim on its worker id), learn who leads (or
         lead), then take the leases that name this worker (a restart under its id)."""
-        started = self.clock()
-        try:
-            slot = await self._join()
-        except TableMissingError:
-            self._log.warning("lease table missing; creating it")
-            await self.store.ensure_table()
-            started, slot = self.clock(), await self._join()
-        self._accept(slot, started)
-        self._read = len(slot.incoming)
+        slot = await self.heart.join()
         self._log.info("joined the fleet", joined=slot.joined)
-        await self.succession.watch(self.address)
+        await self.succession.watch(self.heart.address)
         leader = self.succession.leader
         if leader is not None and leader != self.worker_id:
             self.courier.wake(leader)  # the leader plans with the newcomer from its next pass
@@ -126,17 +132,18 @@ class BoardCoordinator(LeaseCoordinator):
         except TableMissingError:  # deleted as this worker joined
             await self.table_gone()
 
-    async def _join(self) -> Slot:
-        claim = (self.board_store, self.worker_id, self.instance, self.failover)
-        return await join_board(*claim, clock=self.clock, sleep=self.sleep, address=self.address)
+    def advertise(self, address: str | None) -> None:
+        """Be woken at ``address`` (:mod:`.wake`) from the next join on."""
+        self.heart.advertise(address)
+
+    @property
+    def slot(self) -> Slot | None:
+        """This worker's slot as its last beat wrote it (None off the board)."""
+        return self.heart.slot
 
     def fresh(self) -> bool:
         """Whether this worker is inside its acting window."""
-        return (
-            self.slot is not None
-            and self.beat_started is not None
-            and self.clock() - self.beat_started < self.stale_after
-        )
+        return self.heart.fresh()
 
     def beat_delay(self) -> float:
         """Every renew interval; a leaving worker faster."""
@@ -157,38 +164,16 @@ class BoardCoordinator(LeaseCoordinator):
 
     async def beat(self) -> None:
         """One beat; on refusal every lease is lost and the next pass joins again."""
-        async with self._beat_lock:
-            if self.slot is None:
-                raise LeaseLostError("*", "not on the board")
-            started = self.clock()
-            read = self._read
-            try:
-                slot = await self.board_store.beat(
-                    self.worker_id,
-                    self.slot.counter,
-                    held=len(self.held),
-                    leaving=self.leaving,
-                    read=read,
-                    cpu=self.cpu.percent(),
-                )
-            except SlotLostError as exc:
-                self._lose_all(str(exc))
-                raise LeaseLostError("*", str(exc)) from None
-            self._read -= read
-            self._accept(slot, started)
-
-    def _accept(self, slot: Slot, started: float) -> None:
-        self.slot, self.beat_started = slot, started
-
-    async def read_board(self) -> Board:
-        """Read the workers table: every slot, watched on this worker's clock."""
-        self.board = await self.board_store.read_board()
-        self.slot_seen = watch(self.slot_seen, self.board, self.clock())
-        return self.board
+        try:
+            await self.heart.beat(held=len(self.held), leaving=self.leaving)
+        except SlotLostError as exc:
+            self._lose_all(str(exc))
+            raise LeaseLostError("*", str(exc)) from None
 
     def _lose_all(self, reason: str) -> None:
         self._log.error("slot lost: every lease with it", reason=reason, held=len(self.held))
-        self.slot, self.beat_started, self._notices, self._read = None, None, None, 0
+        self.heart.drop()
+        self._notices = None
         for key in list(self.held):
             self.lose(key, reason)
 
@@ -208,17 +193,21 @@ class BoardCoordinator(LeaseCoordinator):
         slot = self.slot
         if slot is None:
             return
-        # Counted as read once handled, so the next beat drops exactly those (a beat in
-        # between, from ensure_valid, drops its share and subtracts it).
-        for key in slot.incoming[self._read :]:
+        for key in self.heart.unhandled():
             await self._incoming(key)
-            self._read += 1
+            self.heart.handled_one()
         if self._notices != slot.notices:
             await self.read_own_leases()
             self._notices = slot.notices
             self.succession.read_soon()
         for key in self.troubles.due(self.reports, set(self.held), self.clock()):
-            await write_report(self, key)
+            try:
+                written = await self.write_report(key) if self.fresh() else None
+            except LeaseLostError as exc:
+                self.lose(key, exc.reason)
+                continue
+            if written is not None:
+                self.troubles.wrote(key, written, self.clock())
 
     async def ensure_valid(self, key: str) -> None:
         """Raise LeaseLostError unless the lease is certainly still ours right now."""
@@ -259,34 +248,35 @@ class BoardCoordinator(LeaseCoordinator):
         elif (
             lease.handoff_to == self.worker_id
             and not self.leaving
-            and key not in self.waits
+            and not self.handoffs.receiving(key)
             and await self.store.acknowledge(key, self.worker_id)
         ):
             if lease.owner is not None:  # the owner reads that lease: the ack is there
                 await self.courier.deliver(lease.owner, [key])
-            self.waits[key] = asyncio.create_task(await_handoff(self, key, lease.owner))
+            self.handoffs.receive(key, lease.owner)
 
-    async def take_given(self, lease: Lease) -> None:
+    async def take_given(self, lease: Lease) -> Lease | None:
         """Take a lease that names this worker; one that arrives while this worker
-        leaves (or cannot land) is passed on at once."""
+        leaves (or cannot land) is passed on at once. The lease taken, if it was."""
         if self.leaving:
-            await pass_on(self, lease)
-            return
+            await self.handoffs.pass_on(lease)
+            return None
         if not self.fresh():  # a slow beat ended outside the window: beat, never drop it
             with contextlib.suppress(LeaseLostError):
                 await self.beat()
             if not self.fresh():
-                return
+                return None
         started = self.clock()
         try:
             taken = await self.store.take(lease, self.worker_id)
         except LeaseLostError:
-            return
+            return None
         self.held[taken.key] = HeldLease(taken, started)
         if self.metrics is not None:
             self.metrics.leases_taken.labels("assigned").inc()
         self._log.info("lease taken", shard_id=taken.key, counter=taken.counter)
         self.on_taken(taken)
+        return taken
 
     async def read_own_leases(self) -> None:
         """Every lease naming this worker or held by it, read strongly (:meth:`_own`)."""
@@ -311,9 +301,8 @@ class BoardCoordinator(LeaseCoordinator):
             self.lose(key, "another owner, or another incarnation (the table was made again)")
             return
         self.notice_handoff(lease)
-        pending = lease.handoff_to is not None and lease.handoff_ack != lease.handoff_to
-        if pending and key not in self.acks:
-            self.acks[key] = asyncio.create_task(await_ack(self, key))
+        if lease.handoff_to is not None and lease.handoff_ack != lease.handoff_to:
+            self.handoffs.watch_ack(key)
 
     def notice_handoff(self, lease: Lease) -> None:
         held = self.held.get(lease.key)
@@ -336,6 +325,7 @@ class BoardCoordinator(LeaseCoordinator):
         return to
 
     async def notify_leader(self) -> None:
+        """Tell the leader a lease needs a home (or sweep, if this worker leads)."""
         leader = self.succession.leader
         if leader == self.worker_id:
             self.leader.want_sweep()
@@ -344,56 +334,66 @@ class BoardCoordinator(LeaseCoordinator):
                 await self.courier.notify(leader)
 
     async def start_leaving(self) -> None:
-        """Flag the slot as leaving; ask every hand-off (:mod:`.handoff`)."""
-        await start_leaving(self)
+        """Flag the slot as leaving and ask for the hand-off of every held lease at once
+        (:meth:`.handoff.Handoffs.ask_all`: the leader would ask the same at its next
+        pass; this saves that wait)."""
+        self.leaving = self.stopping = True
+        if self.slot is None:
+            return
+        with contextlib.suppress(LeaseLostError):
+            await self.beat()
+        try:
+            board = await self.roster.read()
+        except LeaseError as exc:  # the leader hands the leases on when it sees the flag
+            self._log.warning("leaving: could not read the workers table", error=str(exc))
+            return
+        await self.handoffs.ask_all(self.unasked(), board, self.roster.line())
 
     async def leave(self) -> None:
         """After every lease is given up: take the slot off the board, under the beat
         lock (a beat in flight would move the counter the removal is conditioned on)."""
-        tasks = [*self.waits.values(), *self.acks.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.handoffs.stop()
         await self.leader.before_leaving()
-        async with self._beat_lock:
-            if self.slot is not None and not await self.board_store.remove_slot(
-                self.worker_id, counter=self.slot.counter
-            ):
-                self._log.warning("slot not removed; the leader fences it in time")
-            self.slot = None
+        if not await self.heart.remove():
+            self._log.warning("slot not removed; the leader fences it in time")
         with contextlib.suppress(LeaseError):
             await self.succession.resign()
         await self.courier.close()
 
     async def release_unheld(self) -> None:
         """Release leases naming this worker that it does not hold (:mod:`.handoff`)."""
-        await release_unheld(self)
+        await self.handoffs.release_unheld()
 
     # -- the leader ------------------------------------------------------------------------
 
-    def _line(self) -> list[str]:
-        return line(self.board, self.slot_seen, self.clock(), self.failover)
-
     def has_receivers(self) -> bool:
         """Whether another live worker could receive this worker's leases."""
-        return any(w != self.worker_id and not self.board.slots[w].leaving for w in self._line())
+        return bool(self.roster.receivers(self.worker_id))
 
     def is_leader(self) -> bool:
         """Whether this worker holds the leader item, inside both acting windows."""
         return self.fresh() and self.succession.leads()
 
+    def is_deputy(self) -> bool:
+        """Whether the leader item names this worker its deputy, inside its window."""
+        return self.fresh() and self.succession.is_deputy()
+
+    def notices(self) -> int | None:
+        """The notices counter of this worker's slot, as its last beat wrote it."""
+        return None if self.slot is None else self.slot.notices
+
     async def lead_pass(self) -> None:
         """Keep or watch the leader item (:mod:`.succession`), then the leader's duties
         if this worker leads (:class:`.leader.Leader`)."""
         if self.slot is not None:  # a leader keeps leading until it has left
-            deputy = await self.succession.step(self.address, self._deputy, not self.stopping)
+            deputy = await self.succession.step(self.heart.address, self._deputy, not self.stopping)
             if deputy is not None:
                 with contextlib.suppress(LeaseError):
                     await self.courier.notify(deputy)
         await self.leader.lead_pass()
 
     def _address_of(self, worker: str) -> str | None:
-        return address_of(self.board, self.succession.leadership, worker)
+        return address_of(self.roster.board, self.succession.leadership, worker)
 
     def _deputy(self) -> str | None:
-        return deputy_for(self._line(), self.board, self.worker_id)
+        return deputy_for(self.roster.line(), self.roster.board, self.worker_id)

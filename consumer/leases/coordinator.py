@@ -113,6 +113,21 @@ class LeaseCoordinator:
             held.renewed_at = started
             return held.lease
 
+    async def write_report(self, key: str) -> ShardReport | None:
+        """The shard's report (:attr:`reports`, with its lag) into its lease, fenced by
+        owner and counter (:mod:`.reports`); the report written, or None if the shard
+        has none or its lease is no longer held. LeaseLostError (marked) if refused."""
+        held, report = self.held.get(key), self.reports.get(key)
+        if held is None or report is None:
+            return None
+        async with held.lock:
+            try:
+                held.lease = await self.store.renew(held.lease, self.lag_ms.get(key), report)
+            except LeaseLostError as exc:
+                self._mark_lost(key, exc.reason)
+                raise
+        return report
+
     async def give_up(self, key: str, why: str = "shutdown") -> str | None:
         """Hand the lease to whoever asked for it, or release it; forget it either way.
         Returns the worker it was handed to (None: released, or lost). A receiver that
@@ -153,6 +168,18 @@ class LeaseCoordinator:
         self.loads.pop(key, None)
         if self.metrics is not None:
             self.metrics.forget_shard(key)
+
+    def holds(self, key: str) -> bool:
+        """Whether this worker holds the lease (lost or not)."""
+        return key in self.held
+
+    def unasked(self) -> list[Lease]:
+        """The leases held, not lost, that no one asked to be handed over."""
+        return [
+            held.lease
+            for held in self.held.values()
+            if not held.lost and held.lease.handoff_to is None
+        ]
 
     def is_lost(self, key: str) -> bool:
         """True once a lease this worker held was found taken or expired here (or was

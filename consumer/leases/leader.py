@@ -21,19 +21,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import structlog
 
 from consumer.aio import batched
-from consumer.leases.board import LEAD_SECONDS, Board, line, plan_assignment, to_fence
+from consumer.leases.board import LEAD_SECONDS, Board, plan_assignment
 from consumer.leases.decisions import Seen, observe
+from consumer.leases.member import Member
 from consumer.leases.model import Lease, LeaseError, LeaseLostError
+from consumer.leases.roster import Roster
+from consumer.leases.store import CoordinatedStore
+from consumer.leases.wake import Courier
 
 if TYPE_CHECKING:
-    from consumer.leases.board_coordinator import BoardCoordinator
+    from consumer.metrics import LanderMetrics
 
 log = structlog.get_logger("consumer.leases")
 
@@ -41,9 +46,31 @@ log = structlog.get_logger("consumer.leases")
 class Leader:
     """What a worker does while it leads; state that only the leader keeps."""
 
-    def __init__(self, worker: BoardCoordinator) -> None:
-        self.worker = worker
-        self._log = log.bind(worker_id=worker.worker_id)
+    def __init__(
+        self,
+        member: Member,
+        store: CoordinatedStore,
+        roster: Roster,
+        courier: Courier,
+        worker_id: str,
+        *,
+        failover: float,
+        sweep_seconds: float,
+        clock: Callable[[], float],
+        rng: random.Random,
+        metrics: LanderMetrics | None = None,
+    ) -> None:
+        self._member = member
+        self._store = store
+        self._roster = roster
+        self._courier = courier
+        self._me = worker_id
+        self._failover = failover
+        self._sweep_seconds = sweep_seconds
+        self._clock = clock
+        self._rng = rng
+        self._metrics = metrics
+        self._log = log.bind(worker_id=worker_id)
         self.view: dict[str, Lease] = {}
         """Every lease as the leader last read or wrote it."""
         self._view_seen: dict[str, Seen] = {}
@@ -69,8 +96,7 @@ class Leader:
                 await self._lead_pass()
 
     async def _lead_pass(self) -> None:
-        w = self.worker
-        if not w.is_leader() or not w.fresh():
+        if not self._member.is_leader():
             if self._leading:
                 self._log.info("no longer leading")
             self._leading = False
@@ -78,82 +104,80 @@ class Leader:
             self._swept_at = None
             await self._watch_as_deputy()
             return
-        board = await w.read_board()
-        await self._probe_table(w.clock())
+        board = await self._roster.read()
+        await self._probe_table(self._clock())
         if not self._leading:
             self._log.info("leading", workers=len(board.slots))
             self._leading = True
             self._sweep_wanted = True
-        if w.slot is not None and self._lead_notices != w.slot.notices:
-            self._lead_notices = w.slot.notices
+        notices = self._member.notices()
+        if notices is not None and self._lead_notices != notices:
+            self._lead_notices = notices
             self._sweep_wanted = True
-        now = w.clock()
-        for worker in to_fence(board, w.slot_seen, now, w.failover):
-            if worker == w.worker_id:
+        now = self._clock()
+        for worker in self._roster.to_fence():
+            if worker == self._me:
                 continue
-            if await w.board_store.fence(worker, board.slots[worker].counter):
+            if await self._store.fence(worker, board.slots[worker].counter):
                 self._log.warning("worker fenced: its heartbeat stood still", fenced=worker)
-                board = _fenced(board, worker)
+                self._roster.mark_fenced(worker)
                 self._refresh.add(worker)
-        w.board = board
+        board = self._roster.board
         for worker, slot in board.slots.items():
             if slot.leaving and worker not in self._refresh:
                 self._refresh.add(worker)
-        due = self._swept_at is None or now - self._swept_at >= w.sweep_seconds
+        due = self._swept_at is None or now - self._swept_at >= self._sweep_seconds
         if due or self._sweep_wanted:
             await self.sweep()
         for worker in sorted(self._refresh):
             await self._reread(worker)
-        self._refresh = {n for n, slot in board.slots.items() if slot.leaving} - {w.worker_id}
+        self._refresh = {n for n, slot in board.slots.items() if slot.leaving} - {self._me}
         astray = self._astray(board) if due else []
         await self._check_asked(now)
         await self.take_back(board)
         await self._assign(board)
         if due:
             for worker in astray:  # a lost delivery: have it read its leases again
-                if worker == w.worker_id:
-                    await w.read_own_leases()
+                if worker == self._me:
+                    await self._member.read_own_leases()
                 else:
-                    await w.courier.notify(worker)
+                    await self._courier.notify(worker)
             await self._remove_dead_slots(board)
 
     async def _watch_as_deputy(self) -> None:
         """The deputy reads the workers table every :data:`DEPUTY_SCAN_SECONDS`: when it
         takes the lead it has watched every slot already, so a worker that died with
         the leader is fenced at its own failover time, not a failover time later."""
-        w = self.worker
-        now = w.clock()
-        if w.fresh() and w.succession.is_deputy() and now >= self._deputy_scan_at:
+        now = self._clock()
+        if self._member.is_deputy() and now >= self._deputy_scan_at:
             self._deputy_scan_at = now + DEPUTY_SCAN_SECONDS
-            await w.read_board()
+            await self._roster.read()
 
     async def _probe_table(self, now: float) -> None:
         """Read one reserved key of the lease table every failover time: a table deleted
         under the fleet raises TableMissingError here (the worker's loop has it created
         again, :meth:`BoardCoordinator.table_gone`), not only at the next checkpoint."""
         if now >= self._probe_at:
-            self._probe_at = now + self.worker.failover
-            await self.worker.store.get_lease(PROBE_KEY)
+            self._probe_at = now + self._failover
+            await self._store.get_lease(PROBE_KEY)
 
     async def table_gone(self) -> None:
         """The lease table was deleted (or emptied) under the fleet: every lease is gone.
         Sweep again, and have every worker read its own leases, so each drops what it
         held before the new leases are given."""
         self.want_sweep()
-        w = self.worker
-        for worker in sorted(set(w.board.slots) - {w.worker_id}):
+        for worker in sorted(set(self._roster.board.slots) - {self._me}):
             with contextlib.suppress(LeaseError):
-                await w.courier.notify(worker)
+                await self._courier.notify(worker)
 
     async def sweep(self) -> None:
         """Read every lease, eventually consistent: the leader's view."""
-        w = self.worker
-        leases = await w.read_table(consistent=False)
+        leases = await self._member.read_table(consistent=False)
         if self.view and not leases:  # deleted and created again, or emptied
-            await w.table_gone()
+            await self._member.table_gone()
         self.view = {lease.key: lease for lease in leases}
-        self._view_seen = observe(self._view_seen, leases, w.clock())
-        self._swept_at = w.clock()
+        self._view_seen = observe(self._view_seen, leases, self._clock())
+        self._swept_at = self._clock()
         self._sweep_wanted = False
 
     def _astray(self, board: Board) -> list[str]:
@@ -177,22 +201,12 @@ class Leader:
         watches would expire (so a dead worker is fenced at failover, not up to a
         second later). A worker that cannot beat sees every slot stand still on its old
         board: it must not pass every 10 ms."""
-        w = self.worker
-        if not w.is_leader():
+        if not self._member.is_leader():
             return LEAD_SECONDS
-        now = w.clock()
-        due = [
-            seen.since + w.failover
-            for worker, seen in w.slot_seen.items()
-            if worker != w.worker_id
-            and worker in w.board.slots
-            and not w.board.slots[worker].fenced
-            and seen.counter == w.board.slots[worker].counter
-        ]
-        delay = LEAD_SECONDS
-        if due:
-            delay = min(delay, max(0.05, min(due) - now + 0.01))
-        return delay
+        due = self._roster.next_expiry(self._me)
+        if due is None:
+            return LEAD_SECONDS
+        return min(LEAD_SECONDS, max(0.05, due - self._clock() + 0.01))
 
     def current_view(self) -> list[Lease] | None:
         """The leases as this leader knows them, if it leads and has swept."""
@@ -205,12 +219,11 @@ class Leader:
     async def _reread(self, worker: str) -> None:
         """Read strongly, several at a time, every lease naming ``worker``: as the owner
         index finds them, and as the view has them."""
-        w = self.worker
-        keys = set(await w.store.owned_by(worker))
+        keys = set(await self._store.owned_by(worker))
         keys |= {key for key, lease in self.view.items() if lease.owner == worker}
         ordered = sorted(keys)
         for key, fresh in zip(
-            ordered, await batched([w.store.get_lease(key) for key in ordered]), strict=True
+            ordered, await batched([self._store.get_lease(key) for key in ordered]), strict=True
         ):
             if fresh is None:
                 self.view.pop(key, None)
@@ -218,22 +231,20 @@ class Leader:
                 self.view[key] = fresh
 
     async def _assign(self, board: Board) -> None:
-        w = self.worker
-        order = line(board, w.slot_seen, w.clock(), w.failover)
         plan = plan_assignment(
             self.view.values(),
             board,
-            order,
-            ready=w.ready(self.view.values()),
+            self._roster.line(),
+            ready=self._member.ready(self.view.values()),
             lease_seen=self._view_seen,
-            now=w.clock(),
-            failover=w.failover,
-            rng=w.rng,
+            now=self._clock(),
+            failover=self._failover,
+            rng=self._rng,
         )
         deliveries: dict[str, list[str]] = {}
         gives = await batched([self._give(lease, to) for lease, to in plan.give])
         for (_, to), given in zip(plan.give, gives, strict=True):
-            if given is not None and to != w.worker_id:
+            if given is not None and to != self._me:
                 deliveries.setdefault(to, []).append(given.key)
         asks = await batched([self._ask(lease, to) for lease, to in plan.handoffs])
         for (lease, to), asked in zip(plan.handoffs, asks, strict=True):
@@ -244,27 +255,24 @@ class Leader:
                 if lease.owner is not None:
                     deliveries.setdefault(lease.owner, []).append(lease.key)
         for to, keys in deliveries.items():
-            await w.courier.deliver(to, keys)
+            await self._courier.deliver(to, keys)
 
     async def _give(self, lease: Lease, to: str) -> Lease | None:
         """Make ``to`` the owner of a free lease (or take it, if ``to`` is the leader)."""
-        w = self.worker
         for attempt in range(2):
-            if to == w.worker_id:
-                before = len(w.held)
-                await w.take_given(lease)
-                got = w.held.get(lease.key)
-                if got is not None and len(w.held) > before:
-                    self.view[lease.key] = got.lease
-                    return got.lease
+            if to == self._me:
+                taken = await self._member.take_given(lease)
+                if taken is not None:
+                    self.view[lease.key] = taken
+                    return taken
             else:
                 try:
-                    given = await w.store.take(lease, to)
+                    given = await self._store.take(lease, to)
                 except LeaseLostError:
                     given = None
                 if given is not None:
                     self.view[lease.key] = given
-                    self.given[lease.key] = (given, w.clock())
+                    self.given[lease.key] = (given, self._clock())
                     self._log.info(
                         "lease given", shard_id=lease.key, to=to, previous_owner=lease.owner
                     )
@@ -280,14 +288,13 @@ class Leader:
         that is gone, as the view shows it). Refused only when the owner changed or a
         request someone else made meanwhile stands (the owner's own, when it leaves):
         the lease is read again and the next pass plans with it."""
-        w = self.worker
-        if not await w.store.request_handoff(lease, to, replacing=lease.handoff_to):
+        if not await self._store.request_handoff(lease, to, replacing=lease.handoff_to):
             await self._reread_lease(lease.key)
             return False
         self.view[lease.key] = lease.evolve(handoff_to=to, handoff_ack=None)
-        self.asked[lease.key] = w.clock()
-        if w.metrics is not None:
-            w.metrics.leases_stolen.inc()
+        self.asked[lease.key] = self._clock()
+        if self._metrics is not None:
+            self._metrics.leases_stolen.inc()
         self._log.info("lease hand-off requested", shard_id=lease.key, owner=lease.owner, to=to)
         return True
 
@@ -301,7 +308,7 @@ class Leader:
             lease = self.view.get(key)
             if lease is None or lease.handoff_to is None:
                 del self.asked[key]
-            elif now - at >= 2 * self.worker.failover:
+            elif now - at >= 2 * self._failover:
                 del self.asked[key]
                 await self._ask_again(await self._reread_lease(key))
 
@@ -314,20 +321,19 @@ class Leader:
         later (the plan replaces a request to a worker that stays gone)."""
         if lease is None or lease.handoff_to is None or lease.handoff_ack == lease.handoff_to:
             return
-        self.asked[lease.key] = self.worker.clock()
-        receiver = self.worker.board.slots.get(lease.handoff_to)
+        self.asked[lease.key] = self._clock()
+        receiver = self._roster.board.slots.get(lease.handoff_to)
         if receiver is None or receiver.leaving or receiver.fenced:
             return
         self._log.info("lease hand-off delivered again", shard_id=lease.key, to=lease.handoff_to)
-        await self.worker.courier.deliver(lease.handoff_to, [lease.key])
+        await self._courier.deliver(lease.handoff_to, [lease.key])
 
     async def take_back(self, board: Board) -> None:
         """Release leases this worker gave that their receivers never took, if the
         receiver is leaving or off the board; forget gives older than
         :data:`KEEP_GIVEN_SECONDS` (a receiver that did not leave meanwhile reads its
         leases at its next beat)."""
-        w = self.worker
-        now = w.clock()
+        now = self._clock()
         for key, (lease, at) in sorted(self.given.items()):
             receiver = board.slots.get(lease.owner or "")
             if receiver is not None and not receiver.leaving:
@@ -336,7 +342,7 @@ class Leader:
                 continue
             del self.given[key]
             try:
-                await w.store.release(lease)
+                await self._store.release(lease)
             except LeaseLostError:
                 continue  # taken, passed on or moved since: not this worker's to undo
             self.view[key] = lease.evolve(owner=None, counter=lease.counter + 1)
@@ -356,13 +362,13 @@ class Leader:
         if not self.given:
             return
         try:
-            await self.take_back(await self.worker.read_board())
+            await self.take_back(await self._roster.read())
         except Exception as exc:  # the receivers' slots expire in the failover time
             self._log.warning("could not take back leases given to leavers", error=repr(exc))
 
     async def _reread_lease(self, key: str) -> Lease | None:
         """One lease read again (strongly), into the view; None if it is gone."""
-        fresh = await self.worker.store.get_lease(key)
+        fresh = await self._store.get_lease(key)
         if fresh is None:
             self.view.pop(key, None)
         else:
@@ -370,11 +376,10 @@ class Leader:
         return fresh
 
     async def _remove_dead_slots(self, board: Board) -> None:
-        w = self.worker
         named = {lease.owner for lease in self.view.values()}
         for worker, slot in board.slots.items():
             if slot.fenced and worker not in named:
-                await w.board_store.remove_slot(worker)
+                await self._store.remove_slot(worker)
 
 
 PROBE_KEY = "lander-probe"
@@ -385,9 +390,3 @@ DEPUTY_SCAN_SECONDS = 2.0
 
 KEEP_GIVEN_SECONDS = 60.0
 """How long the leader remembers a lease it gave, in case its receiver leaves."""
-
-
-def _fenced(board: Board, worker: str) -> Board:
-    slots = dict(board.slots)
-    slots[worker] = replace(slots[worker], fenced=True)
-    return replace(board, slots=slots)

@@ -13,12 +13,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Set
-from typing import TYPE_CHECKING
 
-from consumer.leases.model import LeaseLostError, ShardReport
-
-if TYPE_CHECKING:
-    from consumer.leases.board_coordinator import BoardCoordinator
+from consumer.leases.model import ShardReport
 
 
 class TroubleReports:
@@ -49,22 +45,6 @@ class TroubleReports:
     def wrote(self, key: str, report: ShardReport, now: float) -> None:
         """Record a report written into the lease."""
         self.written[key] = (now, report.failures > 0)
-
-
-async def write_report(w: BoardCoordinator, key: str) -> None:
-    """A troubled shard's report into its lease, fenced by owner and counter. A lease
-    given up or lost since the reports were chosen (the beat awaits each write) is
-    skipped: its report is gone with it."""
-    held, report = w.held.get(key), w.reports.get(key)
-    if held is None or report is None or not w.fresh():
-        return
-    async with held.lock:
-        try:
-            held.lease = await w.store.renew(held.lease, w.lag_ms.get(key), report)
-        except LeaseLostError as exc:
-            w.lose(key, exc.reason)
-            return
-    w.troubles.wrote(key, report, w.clock())
 
 
 class CpuMeter:

@@ -180,7 +180,7 @@ class Worker:
         """Where other workers wake this one (``host:port`` of its metrics server);
         set before :meth:`run`, written on its board slot when it joins."""
         self.wake_address = address
-        self.board.address = address
+        self.board.advertise(address)
 
     def wake(self) -> None:
         """A wake-up arrived (``POST /wake``): beat now, not at the next interval."""

@@ -31,9 +31,9 @@ async def _fleet() -> tuple[MemoryLeaseStore, BoardCoordinator, BoardCoordinator
     receiver = BoardCoordinator(store, "w-receiver", 3.0, 1.0)
     await leader.join()
     await receiver.join()
-    await leader.read_board()  # the leader's board: the receiver live, not leaving
+    await leader.roster.read()  # the leader's board: the receiver live, not leaving
     assert leader.is_leader()
-    assert not leader.board.slots["w-receiver"].leaving
+    assert not leader.roster.board.slots["w-receiver"].leaving
     await store.create_lease(KEY, frozenset(), Sentinel.TRIM_HORIZON)
     return store, leader, receiver
 
@@ -62,8 +62,8 @@ async def test_a_receiver_still_flagged_leaving_loses_the_lease_at_the_next_pass
     await _receiver_stops(receiver)
     given = await leader.leader._give(await _lease(store), "w-receiver")
     assert given is not None
-    await leader.read_board()  # now the leader sees the flag
-    assert leader.board.slots["w-receiver"].leaving
+    await leader.roster.read()  # now the leader sees the flag
+    assert leader.roster.board.slots["w-receiver"].leaving
     await leader.lead_pass()
     lease = await _lease(store)
     assert lease.owner != "w-receiver"  # free, or already given to the leader itself
@@ -78,7 +78,7 @@ async def test_a_lease_the_receiver_took_is_never_taken_back() -> None:
     await receiver.read_own_leases()  # the receiver takes it
     assert KEY in receiver.held
     await receiver.start_leaving()
-    await leader.read_board()
+    await leader.roster.read()
     await leader.lead_pass()
     assert (await _lease(store)).owner == "w-receiver"  # the receiver hands it over itself
 
@@ -86,7 +86,7 @@ async def test_a_lease_the_receiver_took_is_never_taken_back() -> None:
 async def test_a_receiver_that_stays_keeps_what_it_was_given() -> None:
     store, leader, _ = await _fleet()
     assert await leader.leader._give(await _lease(store), "w-receiver") is not None
-    await leader.read_board()
+    await leader.roster.read()
     await leader.lead_pass()
     await leader.leave()
     assert (await _lease(store)).owner == "w-receiver"

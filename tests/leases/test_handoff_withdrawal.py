@@ -30,7 +30,7 @@ async def _handing_over() -> tuple[MemoryLeaseStore, BoardCoordinator, BoardCoor
     giver.held[KEY] = HeldLease(taken, giver.clock())
     assert await store.request_handoff(taken, "w-receiver")
     await receiver._incoming(KEY)  # acknowledges, and starts polling for the lease
-    assert KEY in receiver.waits
+    assert receiver.handoffs.receiving(KEY)
     giver.notice_handoff(await _lease(store))
     assert giver.held[KEY].handoff_to == "w-receiver"
     await receiver.start_leaving()  # SIGTERM reaches the receiver
@@ -46,7 +46,7 @@ async def _lease(store: MemoryLeaseStore) -> Lease:
 async def test_the_receiver_withdraws_first_and_the_owner_releases() -> None:
     store, giver, receiver = await _handing_over()
     await receiver.release_unheld()  # the receiver's last step before it leaves
-    assert KEY not in receiver.waits
+    assert not receiver.handoffs.receiving(KEY)
     assert await giver.give_up(KEY) is None  # the transfer is refused: released
     lease = await _lease(store)
     assert (lease.owner, lease.handoff_to, lease.handoff_ack) == (None, None, None)

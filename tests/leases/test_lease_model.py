@@ -79,11 +79,7 @@ class Sim:
     async def crash(self, name: str) -> None:
         """Never scheduled again: its own background waits stop with it."""
         self.crashed.add(name)
-        worker = self.workers[name]
-        tasks = [*worker.waits.values(), *worker.acks.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.workers[name].handoffs.stop()
 
 
 async def _tolerant(call: Callable[[], Awaitable[object]]) -> None:

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from types import SimpleNamespace
-from typing import cast
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.leases.board_coordinator import BoardCoordinator
+from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import ShardReport
-from consumer.leases.reports import TroubleReports, write_report
+from consumer.leases.reports import TroubleReports
 
 OK = ShardReport(pending=3, checkpoint_age_ms=10)
 FAILING = ShardReport(pending=3, checkpoint_age_ms=900, failures=2, last_error="boom")
@@ -67,5 +66,6 @@ def test_a_report_due_for_a_lease_given_up_meanwhile_is_skipped() -> None:
     """The beat picks the due reports, then awaits each write: a hand-off finishing in
     between drops the lease and its report, and the beat must not fail on it (a
     chaos run's worker once exited on that KeyError)."""
-    worker = SimpleNamespace(held={}, reports={}, fresh=lambda: True)
-    asyncio.run(write_report(cast(BoardCoordinator, worker), "shardId-000000000002"))
+    worker = BoardCoordinator(MemoryLeaseStore(), "w", 3.0, 1.0)
+    worker.reports["shardId-000000000002"] = FAILING  # chosen; the lease went meanwhile
+    assert asyncio.run(worker.write_report("shardId-000000000002")) is None
