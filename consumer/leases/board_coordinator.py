@@ -47,10 +47,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("consumer.leases")
 
 
-def _ignore(*_: object) -> None:
-    return None
-
-
 class BoardCoordinator(LeaseCoordinator):
     """Beats on its slot and carries out what the leader decides."""
 
@@ -68,9 +64,17 @@ class BoardCoordinator(LeaseCoordinator):
         metrics: LanderMetrics | None = None,
         instance: str | None = None,
         address: str | None = None,
+        consumes: Callable[[str], bool] | None = None,
     ) -> None:
         super().__init__(
-            store, worker_id, failover, renew_interval, clock=clock, rng=rng, metrics=metrics
+            store,
+            worker_id,
+            failover,
+            renew_interval,
+            clock=clock,
+            rng=rng,
+            metrics=metrics,
+            consumes=consumes,
         )
         self.heart = Heartbeat(
             store,
@@ -89,9 +93,6 @@ class BoardCoordinator(LeaseCoordinator):
         self.leaving = False
         """Hand every lease on and take none (stopping, or unable to land)."""
         self.stopping = False
-        self.on_taken: Callable[[Lease], None] = _ignore
-        self.on_handoff: Callable[[str], None] = _ignore
-        self.on_lost: Callable[[str], None] = _ignore
         self.troubles = TroubleReports(renew_interval)
         self._notices: int | None = None
         self.handoffs = Handoffs(
@@ -176,11 +177,6 @@ class BoardCoordinator(LeaseCoordinator):
         self._notices = None
         for key in list(self.held):
             self.lose(key, reason)
-
-    def lose(self, key: str, reason: str) -> None:
-        """Mark a held lease lost and stop its shard."""
-        self._mark_lost(key, reason)
-        self.on_lost(key)
 
     def forget(self, key: str) -> None:
         """Drop a lease; after a loss, the next beat reads this worker's leases again:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,6 +53,7 @@ class LeaseCoordinator:
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
+        consumes: Callable[[str], bool] | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics
@@ -69,13 +70,68 @@ class LeaseCoordinator:
         self.clock = clock or time.monotonic
         self.rng = rng or random.Random()
         self.held: dict[str, HeldLease] = {}
-        self.listed_shards: set[str] | None = None
-        self.consumes: Callable[[str], bool] = _every_lease
+        self.listed_shards: Set[str] | None = None
+        self.consumes: Callable[[str], bool] = consumes or _every_lease
         """Whether this worker reads a lease's stream (a multi-stream worker reads the
         streams it has lanes for; other leases are never ready here)."""
+        self.on_taken: Callable[[Lease], None] = _ignore
+        self.on_handoff: Callable[[str], None] = _ignore
+        self.on_lost: Callable[[str], None] = _ignore
         # A lease is revalidated before use once its last write is this old.
         self.stale_after = min(1.5 * renew_interval, 0.5 * failover)
         self._log = log.bind(worker_id=worker_id)
+
+    # -- what the shards tell it, and are told ------------------------------------------
+
+    def listen(
+        self,
+        *,
+        taken: Callable[[Lease], None],
+        handoff: Callable[[str], None],
+        lost: Callable[[str], None],
+    ) -> None:
+        """Who is told that a lease was taken, that its receiver acknowledged a
+        hand-off (stop reading), and that it was lost (stop at once)."""
+        self.on_taken, self.on_handoff, self.on_lost = taken, handoff, lost
+
+    def listed(self, shards: Set[str] | None) -> None:
+        """The shards the streams listed (None: not listed here), for :meth:`ready`."""
+        self.listed_shards = shards
+
+    def report(self, key: str, report: ShardReport) -> None:
+        """How a held shard's processing goes (written into its lease when troubled)."""
+        if key in self.held:
+            self.reports[key] = report
+
+    def lagging(self, key: str, millis: int | None) -> None:
+        """A held shard's MillisBehindLatest, written with its next checkpoint."""
+        if key in self.held and millis is not None:
+            self.lag_ms[key] = millis
+
+    def measured(self, key: str, load: ShardLoad) -> None:
+        """A held shard's throughput, written with its next checkpoint."""
+        if key in self.held:
+            self.loads[key] = load
+
+    def load(self, key: str) -> ShardLoad | None:
+        """A held shard's throughput as last measured here, or as its lease carries it
+        (the previous owner's)."""
+        held = self.held.get(key)
+        return self.loads.get(key) or (held.lease.load if held is not None else None)
+
+    def held_keys(self) -> list[str]:
+        """The keys of the leases held (lost ones too, until forgotten), sorted."""
+        return sorted(self.held)
+
+    def holding(self, key: str) -> Lease | None:
+        """The lease as last written, if this worker holds it and has not lost it."""
+        held = self.held.get(key)
+        return None if held is None or held.lost else held.lease
+
+    def handing_off(self, key: str) -> bool:
+        """Whether a receiver acknowledged the hand-off of a held lease (stop reading)."""
+        held = self.held.get(key)
+        return held is not None and held.handoff_to is not None
 
     def ready(self, leases: Iterable[Lease]) -> set[str]:
         """Leases that may be processed now, of the streams this worker reads."""
@@ -201,6 +257,11 @@ class LeaseCoordinator:
         if held.lost:
             raise LeaseLostError(held.lease.key, "lost earlier")
 
+    def lose(self, key: str, reason: str) -> None:
+        """Mark a held lease lost and stop its shard."""
+        self._mark_lost(key, reason)
+        self.on_lost(key)
+
     def _mark_lost(self, key: str, reason: str) -> None:
         held = self.held.get(key)
         if held is not None and not held.lost:
@@ -212,3 +273,7 @@ class LeaseCoordinator:
 
 def _every_lease(key: str) -> bool:
     return True
+
+
+def _ignore(*_: object) -> None:
+    return None

@@ -298,8 +298,7 @@ class ShardConsumer:
                     self.progress.delivered(self._unchecked_count, self.coordinator.clock())
                     self.progress.records_read += len(batch.records)
                     self.progress.bytes_read += sum(len(r.data) for r in batch.records)
-                if batch.millis_behind is not None:
-                    self.coordinator.lag_ms[self.key] = batch.millis_behind
+                self.coordinator.lagging(self.key, batch.millis_behind)
                 await self.processor.process_records(
                     ProcessRecordsInput(batch.records, self.checkpointer, batch.millis_behind)
                 )

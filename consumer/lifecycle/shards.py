@@ -114,6 +114,14 @@ class Shards:
         if progress is not None and progress.stop_asked is None:
             progress.stop_asked = self.coordinator.clock()
 
+    def request_stop(self, key: str) -> bool:
+        """Stop the shard after its batch in hand (its stream is retired); False if
+        nothing runs it (the caller gives the lease up itself)."""
+        consumer = self.consumers.get(key)
+        if consumer is not None:
+            consumer.request_stop()
+        return consumer is not None or key in self.tasks
+
     def stop_all(self) -> None:
         """Ask every running shard to stop after its batch in hand."""
         for consumer in list(self.consumers.values()):
@@ -124,7 +132,7 @@ class Shards:
         load (records and bytes a second since the last report, smoothed) into the
         next checkpoint."""
         now = self.coordinator.clock()
-        for key in self.coordinator.held:
+        for key in self.coordinator.held_keys():
             progress = self.progress.get(key)
             if progress is None:
                 continue
@@ -134,12 +142,13 @@ class Shards:
             labels = self.metrics.shard(key)
             self.metrics.checkpoint_age.labels(*labels).set(round(age, 3))
             self.metrics.records_pending.labels(*labels).set(progress.pending)
-            self.coordinator.reports[key] = ShardReport(
+            report = ShardReport(
                 pending=progress.pending,
                 checkpoint_age_ms=int(age * 1000),
                 failures=progress.failures,
                 last_error=progress.last_error,
             )
+            self.coordinator.report(key, report)
 
     def measure_load(self, key: str, progress: ShardProgress, now: float) -> None:
         """Records and KB a second over at least :data:`LOAD_WINDOW_POLLS` idle polls, smoothed;
@@ -155,12 +164,11 @@ class Shards:
         self._read_at[key] = (now, progress.records_read, progress.bytes_read)
         rps = (progress.records_read - then[1]) / seconds
         kbps = (progress.bytes_read - then[2]) / seconds / 1024
-        held = self.coordinator.held.get(key)
-        old = self.coordinator.loads.get(key) or (held.lease.load if held else None)
+        old = self.coordinator.load(key)
         if old is not None:  # smoothed over about three reports
             rps = old.records_per_second + LOAD_SMOOTHING * (rps - old.records_per_second)
             kbps = old.kb_per_second + LOAD_SMOOTHING * (kbps - old.kb_per_second)
-        self.coordinator.loads[key] = ShardLoad(round(rps, 3), round(kbps, 3))
+        self.coordinator.measured(key, ShardLoad(round(rps, 3), round(kbps, 3)))
 
     def _check_stop(self, key: str, progress: ShardProgress, now: float) -> None:
         """A shard asked to stop for a hand-off stops after its batch in hand; one that
@@ -210,10 +218,10 @@ class Shards:
         structlog.contextvars.bind_contextvars(shard_id=key, worker_id=self.coordinator.worker_id)
         progress = self.progress.setdefault(key, ShardProgress())
         while True:
-            held = self.coordinator.held.get(key)
-            if held is None or held.lost:
+            lease = self.coordinator.holding(key)
+            if lease is None:
                 return
-            if held.lease.finished:  # handed over (or left) at SHARD_END: nothing to read
+            if lease.finished:  # handed over (or left) at SHARD_END: nothing to read
                 outcome = Outcome.ENDED
                 break
             consumer: ShardConsumer | None = None
@@ -225,7 +233,11 @@ class Shards:
                 if consumer is None:
                     outcome = Outcome.STOPPED
                     break
-                if self._stopping.is_set() or held.handoff_to or self.fitness.unfit is not None:
+                if (
+                    self._stopping.is_set()
+                    or self.coordinator.handing_off(key)
+                    or self.fitness.unfit is not None
+                ):
                     consumer.request_stop()
                 self.consumers[key] = consumer
                 outcome = await consumer.run()
@@ -255,7 +267,7 @@ class Shards:
             exc_info=exc if progress.failures == 1 else None,
         )
         if progress.failures >= self.settings.landing_failures:
-            await self.fitness.check(key, sorted(self.coordinator.held))
+            await self.fitness.check(key, self.coordinator.held_keys())
         fit = self.fitness.unfit is None
         if fit and not self._stopping.is_set():
             await wait_any((self._stopping, self.fitness.give_back), delay)
@@ -303,7 +315,7 @@ class Shards:
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
-        for key in list(self.coordinator.held):
+        for key in self.coordinator.held_keys():
             await self.coordinator.give_up(key)
         # A lease handed to this worker just before the stop, not taken yet, is not held:
         # pass it on too, or it would wait the failover time for this worker to expire.

@@ -134,13 +134,13 @@ class Worker:
             sweep_seconds=settings.lease_sweep_seconds,
             rng=rng,
             metrics=self.metrics,
+            consumes=self.lanes.consumes,
         )
-        self.board.consumes = self.lanes.consumes
         self.coordinator = self.board
         """The same object as :attr:`board` (the name the shard consumers know it by)."""
         for lane in self.lanes:
             self._set_syncer(lane)
-        self.metrics.leases_held.set_function(lambda: len(self.coordinator.held))
+        self.metrics.leases_held.set_function(lambda: len(self.coordinator.held_keys()))
         self.metrics.ready.set_function(lambda: 1.0 if self.health().ready else 0.0)
         self.metrics.worker_info.labels(self.worker_id, version()).set(1)
         self._stopping = asyncio.Event()
@@ -156,9 +156,11 @@ class Worker:
             stopping=self._stopping,
             on_end=self._sync_now.set,
         )
-        self.board.on_taken = lambda lease: self.shards.start(lease.key)
-        self.board.on_handoff = self.shards.hand_off
-        self.board.on_lost = self.shards.lose
+        self.board.listen(
+            taken=lambda lease: self.shards.start(lease.key),
+            handoff=self.shards.hand_off,
+            lost=self.shards.lose,
+        )
         self._running = False
         self._last_contact: float | None = None
         self._log = log.bind(worker_id=self.worker_id)
@@ -214,7 +216,7 @@ class Worker:
             "stopping": self._stopping.is_set(),
             "can_land": self.fitness.unfit is None,
             "lease_table_contact_seconds_ago": None if age is None else round(age, 3),
-            "leases_held": sorted(self.coordinator.held),
+            "leases_held": self.coordinator.held_keys(),
         }
         if self.lanes.multi:
             detail["streams"] = sorted(lane.name for lane in self.lanes)
@@ -336,7 +338,7 @@ class Worker:
             if not self.board.is_leader():
                 # Only the leader lists shards and creates leases.
                 self._synced.set()
-                self.coordinator.listed_shards = None
+                self.coordinator.listed(None)
                 await asyncio.sleep(LEAD_SECONDS)
                 continue
             try:
@@ -344,10 +346,11 @@ class Worker:
                 view = self.board.leader.current_view()
                 leases = await self.board.read_table(consistent=False) if view is None else view
                 failed = await self._sync_lanes(leases)
-                self.coordinator.listed_shards = self.lanes.listed()
+                listed = self.lanes.listed()
+                self.coordinator.listed(listed)
                 self._last_contact = time.monotonic()
                 failures = failures + 1 if failed else 0
-                if self.coordinator.listed_shards is not None:
+                if listed is not None:
                     self._synced.set()
             except Exception as exc:
                 if not is_retriable(exc):
@@ -410,7 +413,7 @@ class Worker:
                 stream_id=lane.stream_id.serialized if lane.stream_id else None,
             )
         if opened:
-            self.coordinator.listed_shards = self.lanes.listed()
+            self.coordinator.listed(self.lanes.listed())
             self._sync_now.set()
 
     async def _retire(self, stream: StreamId) -> None:
@@ -419,16 +422,13 @@ class Worker:
         lane = self.lanes.remove(stream)
         if lane is None:
             return
-        self.coordinator.listed_shards = self.lanes.listed()
-        keys = [key for key in self.coordinator.held if split_key(key)[0] == stream]
+        self.coordinator.listed(self.lanes.listed())
+        keys = [key for key in self.coordinator.held_keys() if split_key(key)[0] == stream]
         self._log.warning(
             "stream retired", stream=lane.name, stream_id=stream.serialized, shards=keys
         )
         for key in keys:
-            consumer = self.shards.consumers.get(key)
-            if consumer is not None:
-                consumer.request_stop()
-            elif key not in self.shards.tasks:
+            if not self.shards.request_stop(key):
                 await self.coordinator.give_up(key, "retired")
 
 
