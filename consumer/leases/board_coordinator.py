@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from consumer.aio import batched
+from consumer.aio import CONCURRENT_CALLS, batched
 from consumer.leases.board import LEAVING_BEAT_SECONDS, Slot, deputy_for
 from consumer.leases.coordinator import HeldLease, LeaseCoordinator
 from consumer.leases.handoff import Handoffs
@@ -95,6 +95,7 @@ class BoardCoordinator(LeaseCoordinator):
         self.stopping = False
         self.troubles = TroubleReports(renew_interval)
         self._notices: int | None = None
+        self._taking: set[str] = set()
         self.handoffs = Handoffs(
             store,
             self.courier,
@@ -189,9 +190,16 @@ class BoardCoordinator(LeaseCoordinator):
         slot = self.slot
         if slot is None:
             return
-        for key in self.heart.unhandled():
-            await self._incoming(key)
-            self.heart.handled_one()
+        keys = self.heart.unhandled()
+        for start in range(0, len(keys), CONCURRENT_CALLS):  # a joiner's hundreds at once
+            chunk = keys[start : start + CONCURRENT_CALLS]
+            owners = await batched([self._incoming(key) for key in dict.fromkeys(chunk)])
+            acked: dict[str, list[str]] = {}
+            for key, owner in zip(dict.fromkeys(chunk), owners, strict=True):
+                if owner is not None:  # the owner reads that lease: the ack is there
+                    acked.setdefault(owner, []).append(key)
+            await batched([self.courier.deliver(owner, ks) for owner, ks in acked.items()])
+            self.heart.handled(len(chunk))
         if self._notices != slot.notices:
             await self.read_own_leases()
             self._notices = slot.notices
@@ -234,11 +242,12 @@ class BoardCoordinator(LeaseCoordinator):
 
     # -- incoming leases, notices, hand-offs ------------------------------------------------
 
-    async def _incoming(self, key: str) -> None:
+    async def _incoming(self, key: str) -> str | None:
+        """Act on a key delivered to this worker; the owner to tell of an ack, if any."""
         before = self.held.get(key)
         lease = await self.store.get_lease(key)
         if lease is None:
-            return
+            return None
         if lease.owner == self.worker_id:
             await self._own(key, lease, before)
         elif (
@@ -247,9 +256,9 @@ class BoardCoordinator(LeaseCoordinator):
             and not self.handoffs.receiving(key)
             and await self.store.acknowledge(key, self.worker_id)
         ):
-            if lease.owner is not None:  # the owner reads that lease: the ack is there
-                await self.courier.deliver(lease.owner, [key])
             self.handoffs.receive(key, lease.owner)
+            return lease.owner
+        return None
 
     async def take_given(self, lease: Lease) -> Lease | None:
         """Take a lease that names this worker; one that arrives while this worker
@@ -262,11 +271,16 @@ class BoardCoordinator(LeaseCoordinator):
                 await self.beat()
             if not self.fresh():
                 return None
+        if lease.key in self._taking:  # a poll and a delivery found it given together
+            return None
         started = self.clock()
+        self._taking.add(lease.key)
         try:
             taken = await self.store.take(lease, self.worker_id)
         except LeaseLostError:
             return None
+        finally:
+            self._taking.discard(lease.key)
         self.held[taken.key] = HeldLease(taken, started)
         if self.metrics is not None:
             self.metrics.leases_taken.labels("assigned").inc()
@@ -299,15 +313,6 @@ class BoardCoordinator(LeaseCoordinator):
         self.notice_handoff(lease)
         if lease.handoff_to is not None and lease.handoff_ack != lease.handoff_to:
             self.handoffs.watch_ack(key)
-
-    def notice_handoff(self, lease: Lease) -> None:
-        held = self.held.get(lease.key)
-        if held is None or held.handoff_to is not None:
-            return
-        if lease.handoff_to is not None and lease.handoff_ack == lease.handoff_to:
-            held.handoff_to = lease.handoff_to
-            self._log.info("hand-off acknowledged", shard_id=lease.key, to=lease.handoff_to)
-            self.on_handoff(lease.key)
 
     async def give_up(self, key: str, why: str = "shutdown") -> str | None:
         """Hand over or release. A release tells the leader (its leases need a home); a

@@ -216,6 +216,17 @@ class LeaseCoordinator:
                 self.forget(key)
         return given
 
+    def notice_handoff(self, lease: Lease) -> None:
+        """A held lease read with its receiver's acknowledgement: stop the shard after
+        the batch in hand, then hand it over (:meth:`give_up`)."""
+        held = self.held.get(lease.key)
+        if held is None or held.handoff_to is not None:
+            return
+        if lease.handoff_to is not None and lease.handoff_ack == lease.handoff_to:
+            held.handoff_to = lease.handoff_to
+            self._log.info("hand-off acknowledged", shard_id=lease.key, to=lease.handoff_to)
+            self.on_handoff(lease.key)
+
     def forget(self, key: str) -> None:
         """Drop a lease from what this worker holds (after it was lost or given up)."""
         self.held.pop(key, None)

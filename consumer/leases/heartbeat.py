@@ -130,9 +130,10 @@ class Heartbeat:
         """The incoming keys not handled yet, in the order they came."""
         return [] if self._slot is None else list(self._slot.incoming[self._handled :])
 
-    def handled_one(self) -> None:
-        """The first unhandled incoming key was handled: the next beat drops it."""
-        self._handled += 1
+    def handled(self, count: int) -> None:
+        """The first ``count`` unhandled incoming keys were handled: the next beat drops
+        them."""
+        self._handled += count
 
     def drop(self) -> None:
         """Off the board: the slot was lost."""
