@@ -130,6 +130,25 @@ def test_no_import_against_the_layers(package: str, forbidden: tuple[str, ...]) 
     assert _offending(package, allowed) == {}
 
 
+def test_the_lifecycle_reads_through_the_reader_seam() -> None:
+    """lifecycle/ reads shards through consumer.stream.readers (a factory per read
+    mode, one Protocol): it imports no reader of a mode, so a new mode changes
+    nothing there."""
+    concrete = (
+        "consumer.stream.reader",
+        "consumer.stream.subscriber",
+        "consumer.stream.kinesis_fanout",
+        "consumer.stream.memory_fanout",
+    )
+    found = {
+        module: sorted(name for name in imported if _within(name, *concrete))
+        for module, imported in _graph(for_types=True).items()
+        if _within(module, "consumer.lifecycle")
+    }
+    assert {module: names for module, names in found.items() if names} == {}
+    assert "consumer.stream.readers" in GRAPH["consumer.lifecycle.shard_consumer"]
+
+
 def test_the_processor_contract_imports_nothing_of_the_worker() -> None:
     """A processor and its tests need only the contract, records and sequences."""
     project = {

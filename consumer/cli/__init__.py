@@ -463,6 +463,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     from consumer.landing.protection import ObjectProtection
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.wake import advertised_host, join_address
+    from consumer.lifecycle.lanes import reader_for
     from consumer.lifecycle.processor import WorkerContext, load_processor
     from consumer.lifecycle.worker import Worker, tune_gc
     from consumer.metrics import LanderMetrics
@@ -523,10 +524,10 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             processor=settings.processor,
             hot_path=hot_path_mode(),
         )
-        fanout = None
+        reading = None
         if settings.read_mode == "efo" and fleet is None:
             try:
-                fanout = await start_fanout(settings, passed.shards, exits, check_only=check_only)
+                reading = await start_fanout(settings, passed.shards, exits, check_only=check_only)
             except EfoStartError as exc:
                 print(f"lander: {exc}", file=sys.stderr)
                 return EXIT_REFUSED
@@ -551,7 +552,7 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
             None if fleet else loaded.factory,
             metrics=context.metrics,
             probe=probe,
-            fanout=fanout,
+            reader=reader_for(settings, reading),
             lanes=fleet.lanes if fleet else (),
             watch=fleet.watch if fleet else None,
         )

@@ -29,7 +29,7 @@ from consumer.cli.efo import start_fanout
 from consumer.config import Settings
 from consumer.errors import RefusedError
 from consumer.leases.keys import StreamId
-from consumer.lifecycle.lanes import Lane, StreamWatch
+from consumer.lifecycle.lanes import Lane, StreamWatch, reader_for
 from consumer.lifecycle.processor import Probe, WorkerContext, load_processor
 from consumer.sequence import Sentinel
 from consumer.stream.kinesis import KinesisCatalog, KinesisStream
@@ -81,16 +81,17 @@ async def open_fleet(
         if later:  # created while the fleet ran: every record of it is new
             initial, timestamp = Sentinel.TRIM_HORIZON, None
         client = KinesisStream(clients.kinesis, stream.name)
-        fanout = None
+        reading = None
         if own.read_mode == "efo":
-            fanout = await start_fanout(
+            reading = await start_fanout(
                 own,
                 await _open_shards(clients, stream.name),
                 exits,
                 check_only=check_only,
                 stream=stream.name,
             )
-        return Lane(stream, stream.name, client, loaded.factory, initial, timestamp, fanout)
+        reader = reader_for(own, reading)
+        return Lane(stream, stream.name, client, loaded.factory, initial, timestamp, reader)
 
     listed = await lister()
     absent = choice.absent(listed)

@@ -43,10 +43,8 @@ from consumer.lifecycle.processor import (
 )
 from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import StreamClient
-from consumer.stream.fanout import FanOutReading
-from consumer.stream.reader import Batch, ShardReader
+from consumer.stream.readers import Batch, BatchReader, ReaderFactory, ShardRead, polling
 from consumer.stream.records import Record
-from consumer.stream.subscriber import END_CHECK_SECONDS, SubscriptionReader
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
@@ -186,12 +184,9 @@ class ShardConsumer:
         processor: RecordProcessor,
         *,
         timestamp: datetime | None = None,
-        limit: int = 10_000,
-        idle_seconds: float = 1.0,
+        reader: ReaderFactory | None = None,
         metrics: LanderMetrics | None = None,
         progress: ShardProgress | None = None,
-        fanout: FanOutReading | None = None,
-        end_check_seconds: float = END_CHECK_SECONDS,
         shard_id: str | None = None,
         stream_name: str | None = None,
     ) -> None:
@@ -208,32 +203,17 @@ class ShardConsumer:
         self.processor = processor
         self.state = State.INITIALIZING
         self.stopping = asyncio.Event()
-        self.reader: ShardReader | SubscriptionReader
-        if fanout is None:
-            self.reader = ShardReader(
-                stream,
-                shard_id,
-                coordinator.lease(key).checkpoint,
-                timestamp=timestamp,
-                limit=limit,
-                idle_seconds=idle_seconds,
-                stopping=self.stopping,
-                metrics=metrics,
-                stream_name=stream_name,
-            )
-        else:  # efo: the same batches, pushed through SubscribeToShard
-            self.reader = SubscriptionReader(
-                stream,
-                fanout.client,
-                fanout.consumer,
-                shard_id,
-                coordinator.lease(key).checkpoint,
-                timestamp=timestamp,
-                stopping=self.stopping,
-                metrics=metrics,
-                end_check_seconds=end_check_seconds,
-                stream_name=stream_name,
-            )
+        read = ShardRead(
+            stream,
+            shard_id,
+            coordinator.lease(key).checkpoint,
+            self.stopping,
+            timestamp=timestamp,
+            metrics=metrics,
+            stream_name=stream_name,
+        )
+        self.reader: BatchReader = (reader or polling())(read)
+        """The read mode's reader (:mod:`consumer.stream.readers`): polling unless told."""
         start = coordinator.lease(key).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None
         """The last position handed to the processor (the reader may be further on)."""

@@ -193,7 +193,6 @@ class Shards:
         if found is None:  # its stream was retired (or is not read here)
             return None
         lane, shard_id = found
-        s = self.settings
         return ShardConsumer(
             key,
             self.coordinator,
@@ -202,14 +201,9 @@ class Shards:
             shard_id=shard_id,
             stream_name=lane.name,
             timestamp=lane.timestamp,
-            limit=s.max_records_per_call,
-            idle_seconds=s.poll_idle_seconds,
+            reader=lane.reader,
             metrics=self.metrics,
             progress=self.progress.setdefault(key, ShardProgress()),
-            fanout=lane.fanout,
-            # A quiet fan-out shard is asked whether it ended as often as the shards
-            # are listed (kinesis-local never ends a closed shard's subscription).
-            end_check_seconds=s.shard_sync_seconds,
         )
 
     async def own(self, key: str) -> None:

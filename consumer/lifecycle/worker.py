@@ -55,12 +55,12 @@ from consumer.leases.model import Lease
 from consumer.leases.store import CoordinatedStore, TableMissingError
 from consumer.leases.wake import Alarm
 from consumer.lifecycle.fitness import Fitness
-from consumer.lifecycle.lanes import Lane, Lanes, StreamWatch
+from consumer.lifecycle.lanes import Lane, Lanes, StreamWatch, reader_for
 from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shards import Shards
 from consumer.metrics import LanderMetrics, version
 from consumer.stream import StreamClient, StreamNotFoundError
-from consumer.stream.fanout import FanOutReading
+from consumer.stream.readers import ReaderFactory
 from consumer.stream.shards import CREATE_BATCH, ShardSyncer
 
 log = structlog.get_logger("consumer.lifecycle.worker")
@@ -103,12 +103,13 @@ class Worker:
         rng: random.Random | None = None,
         metrics: LanderMetrics | None = None,
         probe: Probe | None = None,
-        fanout: FanOutReading | None = None,
+        reader: ReaderFactory | None = None,
         lanes: Iterable[Lane] = (),
         watch: StreamWatch | None = None,
     ) -> None:
-        """One stream (``stream`` and ``processor_factory``; ``fanout`` in efo read
-        mode), or several: ``lanes``, and a ``watch`` that opens and retires lanes."""
+        """One stream (``stream`` and ``processor_factory``, read by ``reader``, by
+        default polling as ``settings`` say), or several: ``lanes``, and a ``watch``
+        that opens and retires lanes."""
         self.settings = settings
         self.metrics = metrics or LanderMetrics()
         self.metrics.stream = settings.stream
@@ -116,7 +117,8 @@ class Worker:
         if stream is not None:
             assert processor_factory is not None
             initial, timestamp = settings.start_position
-            one = Lane(None, settings.stream, stream, processor_factory, initial, timestamp, fanout)
+            read = reader or reader_for(settings)
+            one = Lane(None, settings.stream, stream, processor_factory, initial, timestamp, read)
             lanes = [one, *lanes]
         self.lanes = Lanes(lanes)
         if not len(self.lanes):

@@ -11,6 +11,7 @@ import pytest
 
 from consumer.config import load_settings
 from consumer.leases.memory import MemoryLeaseStore
+from consumer.lifecycle.lanes import reader_for
 from consumer.lifecycle.processor import RecordProcessor
 from consumer.lifecycle.worker import Worker
 from consumer.stream.fanout import FanOutReading, ensure_consumer
@@ -40,7 +41,7 @@ def _worker(
         **FAST,
     )
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
-    return Worker(settings, store, stream, factory, fanout=reading)
+    return Worker(settings, store, stream, factory, reader=reader_for(settings, reading))
 
 
 async def _until(predicate: Callable[[], bool], timeout: float = 20) -> None:

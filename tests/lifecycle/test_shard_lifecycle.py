@@ -27,6 +27,7 @@ from consumer.lifecycle.shard_consumer import (
 from consumer.lifecycle.worker import Worker
 from consumer.sequence import Sentinel
 from consumer.stream.memory import MemoryStream
+from consumer.stream.readers import polling
 
 TERMINAL = {State.DONE, State.FAILED}
 
@@ -267,7 +268,8 @@ async def test_a_stop_asked_while_the_next_page_waits_ends_the_shard(
     processor = StopsFromInside(napping)
     # A full first page (two records) is read straight on; the empty second page waits
     # in the queue while the fetcher naps for the idle time.
-    consumer = ShardConsumer(key, coordinator, stream, processor, limit=2, idle_seconds=60)
+    reader = polling(limit=2, idle_seconds=60)
+    consumer = ShardConsumer(key, coordinator, stream, processor, reader=reader)
     processor.consumer = consumer
     async with asyncio.timeout(10):
         outcome = await consumer.run()
