@@ -245,7 +245,10 @@ class Cluster:
         """Every line every worker recorded, with the worker's name."""
         lines = []
         for path in sorted(self.recordings.glob("*.jsonl")):
-            for line in path.read_text().splitlines():
+            # Complete lines only: a worker appending a long batch may be read between
+            # two of its writes, and the last line is then cut short.
+            complete = path.read_text().split("\n")[:-1]
+            for line in complete:
                 if line.strip():
                     lines.append({**json.loads(line), "worker": path.stem})
         return lines
