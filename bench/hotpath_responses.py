@@ -4,7 +4,7 @@ bytes Kinesis sends to the gzip it lands, the response's parse included.
 :mod:`bench.hotpath` measures from decoded records (``KinesisRecord``), as the issue's
 targets are set; a reader pays the parse too, once per Kinesis record, so a KPL
 aggregate of 100 pays it once per 100 user records. Here: the parse alone (plain
-records, aiobotocore's parser against the lander's, ``consumer.fastparse``), and
+records, aiobotocore's parser against the lander's, ``consumer.stream.fastparse``), and
 plain and KPL records landed from their responses, in turns, with the default codec.
 """
 
@@ -20,9 +20,9 @@ from aiobotocore.parsers import AioJSONParser
 
 from bench.hotpath import _best_rates, kinesis_records, pages, project_path
 from consumer.aws import epoch_timestamp
-from consumer.eventstream import TolerantJSONParser
 from consumer.landing.codec import CodecName, resolve
 from consumer.stream import KinesisRecord
+from consumer.stream.eventstream import TolerantJSONParser
 from consumer.stream.kinesis import to_record
 
 

@@ -20,7 +20,7 @@ from aiobotocore.session import AioSession, get_session
 from botocore.exceptions import ClientError
 from botocore.utils import parse_timestamp
 
-from consumer.eventstream import TolerantParserFactory
+from consumer.stream.eventstream import TolerantParserFactory
 
 if TYPE_CHECKING:
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -57,7 +57,7 @@ def epoch_timestamp(value: Any) -> datetime:
 def aws_session() -> AioSession:
     """An aiobotocore session whose clients parse timestamps with :func:`epoch_timestamp`
     and read event streams with or without an initial response
-    (:mod:`consumer.eventstream`)."""
+    (:mod:`consumer.stream.eventstream`)."""
     session = get_session()
     factory = TolerantParserFactory()
     factory.set_parser_defaults(timestamp_parser=epoch_timestamp)

@@ -9,7 +9,7 @@ clients that call AWS: each wraps them into its branch below::
     LanderError                        retriable=False unless marked
     ├── ConfigError                    consumer.config: a setting is bad (exit 2)
     ├── RefusedError                   the environment refuses the worker (exit 3)
-    │   ├── PreflightError             consumer.preflight: a start-up check failed
+    │   ├── PreflightError             consumer.lifecycle.preflight: a start-up check failed
     │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
     │   ├── ForeignWorkersError        consumer.leases.foreign: another application
     │   │                              renews leases in the table (KCL, an old release)

@@ -1,6 +1,6 @@
 """Prometheus metrics of one worker, in a registry of its own.
 
-Served on ``/metrics`` by :mod:`consumer.health` when ``LANDER_METRICS_PORT`` is set,
+Served on ``/metrics`` by :mod:`consumer.lifecycle.health` when ``LANDER_METRICS_PORT`` is set,
 and read directly by tests. Series are per shard where an operator acts per shard
 (lag, throttles, what landed), labelled ``stream`` and ``shard_id`` (a worker of
 several streams holds shards of the same id in each); lease events are per worker.

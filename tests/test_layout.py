@@ -95,6 +95,27 @@ def test_the_graph_is_read() -> None:
     assert "consumer.leases.board_coordinator" in GRAPH["consumer.lifecycle.worker"]
 
 
+SHARED_AT_THE_ROOT = {
+    "aio": "asyncio helpers every loop uses",
+    "aws": "the clients, their retry policy and error codes",
+    "compiled": "the hot-path modules a wheel compiles, across three packages",
+    "config": "the settings",
+    "errors": "the one error tree",
+    "metrics": "the worker's Prometheus series, set by every layer",
+    "sequence": "sequence numbers and checkpoints, in every record and lease",
+    "streams_file": "the streams file, read by the settings",
+    "telemetry": "structured logging",
+}
+
+
+def test_the_root_of_consumer_holds_only_shared_pieces() -> None:
+    """A module at consumer/'s root is one every layer shares; anything serving one
+    package lives in it (issue 45: the response parsers moved to stream/, the
+    start-up checks and the health server to lifecycle/)."""
+    root = {path.stem for path in (REPO / "consumer").glob("*.py") if path.stem != "__init__"}
+    assert root == set(SHARED_AT_THE_ROOT)
+
+
 def test_the_archive_format_stands_alone() -> None:
     """consumer/archive imports the standard library and consumer.sequence only."""
 

@@ -459,15 +459,15 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     from consumer.cli.efo import EfoStartError, start_fanout
     from consumer.cli.fleet import open_fleet
     from consumer.errors import RefusedError
-    from consumer.health import HealthServer
     from consumer.landing.protection import ObjectProtection
     from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.wake import advertised_host, join_address
+    from consumer.lifecycle.health import HealthServer
     from consumer.lifecycle.lanes import reader_for
+    from consumer.lifecycle.preflight import PreflightError, Target, preflight
     from consumer.lifecycle.processor import WorkerContext, load_processor
     from consumer.lifecycle.worker import Worker, tune_gc
     from consumer.metrics import LanderMetrics
-    from consumer.preflight import PreflightError, Target, preflight
     from consumer.stream import StreamError
     from consumer.stream.kinesis import KinesisStream
 

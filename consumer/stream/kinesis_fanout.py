@@ -2,7 +2,7 @@
 
 Stream consumers are registered, described and deregistered by name under the
 stream's ARN; SubscribeToShard's event stream is read with the tolerant parser of
-:mod:`consumer.eventstream`. Errors map onto the stream error tree: ResourceInUse is
+:mod:`consumer.stream.eventstream`. Errors map onto the stream error tree: ResourceInUse is
 :class:`~consumer.stream.fanout.SubscriptionInUseError` (retriable), ResourceNotFound
 is :class:`~consumer.stream.StreamNotFoundError` (the reader decides what it means),
 timeouts and dropped connections inside an event stream are transient.

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from consumer.cli.produce import Plan, ProduceSpec, UserPut, entries_for
 from consumer.cli.status import board_lines, render_json, render_table, shard_rows
-from consumer.health import HealthServer
 from consumer.leases.board import Board, Leadership, Slot
 from consumer.leases.model import Lease, ShardLoad
+from consumer.lifecycle.health import HealthServer
 from consumer.lifecycle.worker import Health
 from consumer.metrics import LanderMetrics
 from consumer.sequence import Position, Sentinel

@@ -10,7 +10,6 @@ import time
 import pytest
 import structlog
 
-from consumer.health import HealthServer
 from consumer.leases.wake import (
     MIN_GAP,
     WAKE_BURST,
@@ -22,6 +21,7 @@ from consumer.leases.wake import (
     send_wake,
     split_address,
 )
+from consumer.lifecycle.health import HealthServer
 from consumer.lifecycle.worker import Health
 from consumer.metrics import LanderMetrics
 

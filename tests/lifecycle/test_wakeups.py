@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from consumer.config import load_settings
-from consumer.health import HealthServer
 from consumer.leases import board_coordinator
 from consumer.leases.board import Slot
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.wake import join_address
+from consumer.lifecycle.health import HealthServer
 from consumer.lifecycle.processor import RecordProcessor
 from consumer.lifecycle.worker import Worker
 from consumer.stream.memory import MemoryStream

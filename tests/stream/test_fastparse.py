@@ -1,6 +1,6 @@
 """The lander's JSON-protocol parser returns what botocore's returns, for any body.
 
-:mod:`consumer.fastparse` walks lists of flat structures (Kinesis' records) with a plan
+:mod:`consumer.stream.fastparse` walks lists of flat structures (Kinesis' records) with a plan
 made once per shape. Here it is held equal to aiobotocore's own parser, given
 the same timestamp parser: on random GetRecords bodies (records of any bytes and keys,
 unknown members, nulls, values of the wrong type, invalid base64), on random JSON
@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.aws import epoch_timestamp
-from consumer.eventstream import TolerantJSONParser
-from consumer.fastparse import FastJSONParsing, b64decode
+from consumer.stream.eventstream import TolerantJSONParser
+from consumer.stream.fastparse import FastJSONParsing, b64decode
 from consumer.stream.kinesis import to_record
 
 _MODELS = botocore.session.get_session()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from consumer.lifecycle.worker import Health
     from consumer.metrics import LanderMetrics
 
-log = structlog.get_logger("consumer.health")
+log = structlog.get_logger("consumer.lifecycle.health")
 
 _READ_TIMEOUT = 5.0
 _REASONS = {

@@ -24,7 +24,7 @@ from aiobotocore.parsers import (
 )
 from botocore.eventstream import NoInitialResponseError
 
-from consumer.fastparse import FastJSONParsing
+from consumer.stream.fastparse import FastJSONParsing
 
 # The stubs type only aiobotocore's public surface; these classes extend its internals.
 _EventStream: Any = AioEventStream
@@ -68,12 +68,12 @@ class TolerantEventStream(_EventStream):  # type: ignore[misc]
 
 class FastEventJSONParser(FastJSONParsing, _EventJSONParser):  # type: ignore[misc]
     """The parser of SubscribeToShard's events, reading their records as
-    :mod:`consumer.fastparse` does."""
+    :mod:`consumer.stream.fastparse` does."""
 
 
 class TolerantJSONParser(FastJSONParsing, _JSONParser):  # type: ignore[misc]
     """The JSON protocol's parser (Kinesis, DynamoDB), with :class:`TolerantEventStream`,
-    reading lists of records as :mod:`consumer.fastparse` does."""
+    reading lists of records as :mod:`consumer.stream.fastparse` does."""
 
     EVENT_STREAM_PARSER_CLS = FastEventJSONParser
 
