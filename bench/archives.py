@@ -3,7 +3,7 @@
 :func:`generate_archive` writes what the lander would have landed for one stream and one
 day, under ``root`` (the archive prefix)::
 
-    stream={stream}/dt=YYYY-MM-DD/hour=HH/minute=mm/shard={shard}/{first}-{last}.jsonl.gz
+    stream={stream}/dt=YYYY-MM-DD/hour=HH/minute=mm/shard={shard}/{first}-{last}{SUFFIX}
 
 Keys come from the real :func:`~consumer.archive.layout.object_key` and bodies from the
 lander's own compressor (:func:`~consumer.landing.batcher.gzip_stream`, level 1). Lines
@@ -83,7 +83,7 @@ from typing import Literal, NamedTuple
 import orjson
 
 from consumer.archive.layout import object_key
-from consumer.landing.codec import gzip_stream
+from consumer.landing.deflate import gzip_stream
 from consumer.sequence import MAX_SEQUENCE_DIGITS, Position
 
 EVENT_ID_POINTER = "/event_id"

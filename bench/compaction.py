@@ -39,11 +39,11 @@ in a fresh process.
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,10 @@ from bench.compaction_runs import (
 from bench.prodlike import DAY, STREAM, generate
 from bench.prodlike_truth import read_archive, truth
 from bench.report import progress
+from consumer.archive import codec as landed_codec
+from consumer.archive import layout
+from consumer.archive.envelope import encode_line
+from consumer.sequence import Position
 
 TARGET_RATIO = 6.0
 TARGET_MARGINAL_RATIO = 1.5
@@ -81,15 +85,24 @@ READER_SIZES = ("small", "200k")
 
 def _tiny_archive(root: Path) -> None:
     """One object of three lines: the fixed cost's window."""
-    folder = root / f"stream={STREAM}/dt={DAY}/hour=10/minute=00/shard=shardId-000000000000"
-    folder.mkdir(parents=True)
+    shard, minute = "shardId-000000000000", datetime(DAY.year, DAY.month, DAY.day, 10, tzinfo=UTC)
     lines = [
-        f'{{"stream":"{STREAM}","shard_id":"shardId-000000000000","sequence_number":"{n}",'
-        f'"subsequence_number":0,"partition_key":"p","arrival_ts":"{DAY}T10:00:0{n}.000Z",'
-        f'"event_id":"e{n}","data":{{"n":{n}}}}}\n'
+        encode_line(
+            stream=STREAM,
+            shard_id=shard,
+            sequence_number=n,
+            subsequence_number=0,
+            partition_key="p",
+            arrival_ts=f"{DAY}T10:00:0{n}.000Z",
+            event_id=f"e{n}",
+            with_event_id=True,
+            data=b'{"n":%d}' % n,
+        )
         for n in (1, 2, 3)
     ]
-    (folder / "1-3.jsonl.gz").write_bytes(gzip.compress("".join(lines).encode()))
+    key = layout.object_key("", STREAM, shard, minute, first=Position(1, 0), last=Position(3, 0))
+    (root / key).parent.mkdir(parents=True)
+    (root / key).write_bytes(landed_codec.compress(b"".join(lines)))
 
 
 def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
@@ -98,7 +111,7 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
     made = generate(archive, size, seed=1, damaged=False)
     expected = truth(read_archive(archive, STREAM, keep_data=False), window)
     want = (expected.kept, expected.transport, expected.producer)
-    gzip_bytes = sum(p.stat().st_size for p in archive.rglob("*.jsonl.gz"))
+    gzip_bytes = sum(p.stat().st_size for p in archive.rglob(landed_codec.GLOB))
     lines = expected.kept + expected.transport + expected.producer + expected.malformed
 
     progress(f"compaction {size}: DuckDB")

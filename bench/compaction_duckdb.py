@@ -53,7 +53,7 @@ from pathlib import Path
 import duckdb
 
 from consumer.archive.envelope import DATA_MARKER, HEADER
-from consumer.archive.layout import day_glob, hour_folder, stream_folder
+from consumer.archive.layout import day_glob, hour_glob, stream_folder
 
 MAX_SEQUENCE_DIGITS = 128
 DEFAULT_HORIZON = timedelta(days=1)
@@ -216,7 +216,7 @@ def input_files(archive: Path, stream: str, day: date, horizon: timedelta) -> li
     hour = (start - horizon).replace(minute=0, second=0, microsecond=0)
     folder = archive / stream_folder(stream)
     while hour < start:
-        found = folder.glob(f"{hour_folder(hour)}/minute=*/shard=*/*.jsonl.gz")
+        found = folder.glob(hour_glob(hour))
         files += sorted(str(path) for path in found)
         hour += timedelta(hours=1)
     return files

@@ -31,7 +31,7 @@ from bench.compiled_copy import can_compile, compile_copy
 from bench.report import progress
 from consumer.compiled import hot_path_mode
 from consumer.landing.batcher import GZIP_LEVEL, Batcher
-from consumer.landing.codec import CodecName, available, gzip_stream
+from consumer.landing.deflate import CodecName, available, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.stream import KinesisRecord
 from consumer.stream.kpl import aggregate

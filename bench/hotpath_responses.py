@@ -20,7 +20,7 @@ from aiobotocore.parsers import AioJSONParser
 
 from bench.hotpath import _best_rates, kinesis_records, pages, project_path
 from consumer.aws import epoch_timestamp
-from consumer.landing.codec import CodecName, resolve
+from consumer.landing.deflate import CodecName, resolve
 from consumer.stream import KinesisRecord
 from consumer.stream.eventstream import TolerantJSONParser
 from consumer.stream.kinesis import to_record

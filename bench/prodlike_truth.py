@@ -13,7 +13,7 @@ Reading
 - Its lines are the bytes between ``\\n``: every line of an ok object (a last line
   without its newline included), only the complete ones of a truncated object, none of
   a corrupt one. Blank lines (whitespace only) are skipped, as
-  ``sparkjobs.integrity.recover_lines`` skips them.
+  ``consumer.archive.codec.recover_lines`` skips them.
 - A line is a *record* when it ends in ``}``, holds ``,"data":`` with a non-empty
   payload between its first occurrence and that final ``}`` (or, written with blanks,
   ``, "data": …}``: the payload without the blanks around it), is UTF-8, and the header

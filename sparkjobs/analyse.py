@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as sf
 
+from consumer.archive.codec import GLOB
 from consumer.archive.layout import DEAD_LETTER, hour_folder, parse_relative, stream_folder
 from sparkjobs import compacted
 from sparkjobs.catalog import TableRef, table_ref
@@ -322,7 +323,7 @@ def _dead_letters(
     letters = (
         spark.read.schema("reason string")
         .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.jsonl.gz")
+        .option("pathGlobFilter", GLOB)
         .json(present)
     )
     table = letters.groupBy(sf.regexp_extract("reason", "^[^:]*", 0).alias("reason")).agg(

@@ -9,7 +9,7 @@ The job, for a stream and a window (a day or an hour), step by step in :func:`co
    (:mod:`sparkjobs.lines`), trusting the gzip streams: a damaged one
    fails the read, and only then is every object checked and the window read again:
    truncated objects give up their complete lines, corrupt ones are left out, both are
-   reported (:mod:`sparkjobs.fallback`, with :mod:`sparkjobs.integrity`);
+   reported (:mod:`sparkjobs.fallback`, with :mod:`consumer.archive.codec`);
 3. dedupes in one window step by :mod:`sparkjobs.dedupe`'s rule: a copy at the same
    position as the one before it is a *transport* duplicate (a replayed landing), a
    record whose event id arrived at most the horizon before it a *producer* duplicate

@@ -2,7 +2,7 @@
 
 The fast path reads a window trusting the gzip streams, and a damaged one fails the
 read. Only then is every input object classified on the executors
-(:func:`check_partition`, with :mod:`sparkjobs.integrity`) and sorted here
+(:func:`check_partition`, with :mod:`consumer.archive.codec`) and sorted here
 (:func:`triage`): ``ok`` objects are read again, the complete lines of ``truncated``
 ones are recovered, ``corrupt`` ones are left out; both kinds are reported.
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from consumer.archive.codec import GLOB, FileCheck, check_object, recover_lines
 from consumer.archive.layout import parse_relative
-from sparkjobs.integrity import FileCheck, check_gzip, recover_lines
 from sparkjobs.manifest import BadFile
 from sparkjobs.publish import InputFile
 
@@ -42,7 +42,7 @@ def check_partition(rows: Iterable[Any]) -> Iterator[tuple[str, str, int, str, l
         if where is None:
             continue
         body = bytes(row.content)
-        check: FileCheck = check_gzip(body)
+        check: FileCheck = check_object(body)
         recovered = recover_lines(body) if check.status == "truncated" else []
         yield where.rel, check.status, check.lines, check.reason, recovered
 
@@ -52,7 +52,7 @@ def check_inputs(spark: SparkSession, folders: list[str]) -> dict[str, Checked]:
     frame = (
         spark.read.format("binaryFile")
         .option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.jsonl.gz")
+        .option("pathGlobFilter", GLOB)
         .load(folders)
     )
     checked = frame.select("path", "content").rdd.mapPartitions(check_partition).collect()

@@ -1,16 +1,21 @@
 """The help texts of the batch commands: ``lander compact``, ``analyse``, ``maintain``,
 ``migrate-pointers``, ``raw-table``."""
 
+from consumer.archive.codec import GLOB
+
 EXIT_CODES = """\
 exit status: 0 done or already up to date, 1 failed, 2 bad settings or no PySpark,
 3 nothing to do: the window has no input (0 with --allow-empty); with several windows
 the worst of theirs
 """
 
-COMPACT_HELP = """\
+COMPACT_HELP = (
+    """\
 Compact windows of the landed archive into deduplicated Parquet.
 
-Reads {archive}/stream=S/dt=D/hour=H/**.jsonl.gz for a day or an hour (and the dedupe
+Reads {archive}/stream=S/dt=D/hour=H/**/"""
+    + GLOB
+    + """ for a day or an hour (and the dedupe
 horizon before it), drops transport duplicates (same position) and producer duplicates
 (same event id within the horizon), keeps each payload byte for byte, writes Parquet,
 and publishes it by one commit to the Iceberg table --table (default lander.S) in the
@@ -28,6 +33,7 @@ A window whose hours hold no landed object at all (a quiet stream, or a wrong
 archive; --allow-empty makes that exit 0.
 
 """
+)
 
 ANALYSE_HELP = """\
 Analyse a compacted window: volume per minute and shard, duplicates by cause,

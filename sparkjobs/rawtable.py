@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
+from consumer.archive.codec import COMPRESSION
 from consumer.archive.envelope import FIELDS
-from consumer.archive.layout import stream_folder
+from consumer.archive.layout import PARTITIONS, stream_folder
 from sparkjobs.catalog import for_each, registered, table_name
 from sparkjobs.io import join
 
@@ -39,13 +40,12 @@ if TYPE_CHECKING:
 
 SERDE = "org.openx.data.jsonserde.JsonSerDe"
 _TYPES = {"string": "string", "integer": "bigint", "json": "string"}
-PARTITIONS = ("dt", "hour", "minute")
 
 
 def table_input(name: str, stream: str, archive: str, days: int) -> dict[str, Any]:
     """Glue's ``TableInput`` for the raw table of ``stream`` landed under ``archive``."""
     location = registered(join(archive, stream_folder(stream))) + "/"
-    template = location + "dt=${dt}/hour=${hour}/minute=${minute}/"
+    template = location + "".join(f"{part}=${{{part}}}/" for part in PARTITIONS)
     return {
         "Name": name,
         "Description": f"Landed records of the Kinesis stream {stream} (kinesis-lander), "
@@ -68,7 +68,7 @@ def table_input(name: str, stream: str, archive: str, days: int) -> dict[str, An
         "Parameters": {
             "EXTERNAL": "TRUE",
             "classification": "json",
-            "compressionType": "gzip",
+            "compressionType": COMPRESSION,
             "projection.enabled": "true",
             "projection.dt.type": "date",
             "projection.dt.format": "yyyy-MM-dd",

@@ -34,6 +34,8 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import Window as SparkWindow
 from pyspark.sql import functions as sf
 
+from consumer.archive.codec import GLOB
+from consumer.archive.layout import KEY_DEPTH
 from sparkjobs import counters
 from sparkjobs.counters import CAUSES, KEPT, MALFORMED, PRODUCER, SEQUENCE, TRANSPORT
 from sparkjobs.fallback import SavedLine
@@ -78,11 +80,11 @@ def _read_lines(
     path = sf.col("_metadata.file_path")
     reader = (
         spark.read.option("recursiveFileLookup", "true")
-        .option("pathGlobFilter", "*.jsonl.gz")
+        .option("pathGlobFilter", GLOB)
         .option("ignoreCorruptFiles", str(tolerant).lower())
     )
-    # dt=…/hour=…/minute=…/shard=…/name: the last five parts, no regex per row.
-    rel = sf.substring_index(path, "/", -5).alias("rel")
+    # dt=…/hour=…/minute=…/shard=…/name: the key's last parts, no regex per row.
+    rel = sf.substring_index(path, "/", -KEY_DEPTH).alias("rel")
     landed = sf.col("_metadata.file_modification_time").alias("landed_ts")
     # Each object's hour comes from its key, parsed here once per object by the
     # archive's layout, and joins its lines (rel is unique: no row is duplicated).

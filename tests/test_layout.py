@@ -116,6 +116,41 @@ def test_the_root_of_consumer_holds_only_shared_pieces() -> None:
     assert root == set(SHARED_AT_THE_ROOT)
 
 
+CODEC_SPELLINGS = (".jsonl.gz", "jsonl\\.gz", "\\x1f\\x8b", "application/gzip")
+"""How the landed objects' codec (consumer/archive/codec.py) is spelled out."""
+INDEPENDENT_ORACLES = {
+    "bench/prodlike.py": "writes a production-like archive with none of the project's code",
+    "bench/prodlike_truth.py": "reads that archive with none of the project's code",
+}
+
+
+def _spelling_the_codec() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for package in (*PACKAGES, "deploy"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if "node_modules" in path.parts or rel in INDEPENDENT_ORACLES:
+                continue
+            if rel.startswith("consumer/archive/"):
+                continue
+            text = path.read_text()
+            hits = [spelling for spelling in CODEC_SPELLINGS if spelling in text]
+            if hits:
+                found[rel] = hits
+    return found
+
+
+def test_only_the_archive_spells_the_codec() -> None:
+    """The suffix, the globs, the magic bytes and the content type of landed objects
+    come from consumer/archive/codec.py (issue 45): another codec is a change there,
+    not a search through the tree. Two benchmark modules spell the format on purpose:
+    they are an independent writer and reader, the check on the project's own."""
+    assert _spelling_the_codec() == {}
+    codec = (REPO / "consumer/archive/codec.py").read_text()
+    assert all(spelling in codec for spelling in CODEC_SPELLINGS[::2])
+    assert all((REPO / path).is_file() for path in INDEPENDENT_ORACLES)
+
+
 def test_the_archive_format_stands_alone() -> None:
     """consumer/archive imports the standard library and consumer.sequence only."""
 

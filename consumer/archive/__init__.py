@@ -7,7 +7,9 @@ each of them imports these definitions instead of spelling the format again:
   built and parsed;
 - :mod:`.envelope`: the fields of a landed line, in order (``data`` last), a
   reference encoder and the line parser that slices ``data`` as it was written;
-- :mod:`.reader`: an archive folder read with nothing but gzip and the parser above.
+- :mod:`.codec`: how an object's lines are stored (gzip): the key's suffix, the glob,
+  the magic bytes, compressing, opening and checking an object;
+- :mod:`.reader`: an archive folder read with nothing but the codec and the parser above.
 
 Standard library only (and :mod:`consumer.sequence`): Spark executors import it
 without the daemon's dependencies. It imports nothing else of the project.

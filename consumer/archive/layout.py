@@ -1,6 +1,8 @@
 """Where landed objects live: the archive layout, built and parsed.
 
-    {prefix}/stream={stream}/dt=YYYY-MM-DD/hour=HH/minute=mm/shard={shard}/{first}-{last}.jsonl.gz
+    {prefix}/stream={stream}/dt=YYYY-MM-DD/hour=HH/minute=mm/shard={shard}/{first}-{last}{SUFFIX}
+
+(:data:`.codec.SUFFIX` is the codec's).
 
 A bound is a position: ``sequence`` for subsequence 0, ``sequence.sub`` otherwise, so
 runs cut inside a KPL aggregate still get distinct keys, and plain streams get the
@@ -15,15 +17,22 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
+from consumer.archive.codec import GLOB, SUFFIX, SUFFIX_PATTERN
 from consumer.sequence import Position
 
-SUFFIX = ".jsonl.gz"
+__all__ = ["SUFFIX"]  # re-exported: a key's end is the codec's
+
 DEAD_LETTER = "dead-letter"
+PARTITIONS = ("dt", "hour", "minute")
+"""The key's partition folders below a stream's, outermost first."""
+KEY_DEPTH = len(PARTITIONS) + 2
+"""The parts of a key below its stream's folder: the partitions, ``shard=…`` and the
+object's name."""
 
 _KEY = re.compile(
     r"(?:^|/)stream=(?P<stream>[^/]+)/dt=(?P<dt>\d{4}-\d{2}-\d{2})/hour=(?P<hour>\d{2})"
     r"/minute=(?P<minute>\d{2})/shard=(?P<shard>[^/]+)/"
-    r"(?P<first>\d+(?:\.\d+)?)-(?P<last>\d+(?:\.\d+)?)\.jsonl\.gz$"
+    r"(?P<first>\d+(?:\.\d+)?)-(?P<last>\d+(?:\.\d+)?)" + SUFFIX_PATTERN + "$"
 )
 
 
@@ -68,7 +77,12 @@ def minute_folder(minute: datetime) -> str:
 def day_glob(stream: str, day: date) -> str:
     """A glob of one day's landed objects of ``stream``, relative to the archive (for
     readers such as DuckDB that take a pattern)."""
-    return f"{stream_folder(stream)}/dt={day.isoformat()}/hour=*/minute=*/shard=*/*{SUFFIX}"
+    return f"{stream_folder(stream)}/dt={day.isoformat()}/hour=*/minute=*/shard=*/{GLOB}"
+
+
+def hour_glob(hour: datetime) -> str:
+    """A glob of one hour's landed objects, relative to the stream's folder."""
+    return f"{hour_folder(hour)}/minute=*/shard=*/{GLOB}"
 
 
 def minute_prefix(prefix: str, stream: str, shard_id: str, minute: datetime) -> str:
@@ -118,7 +132,7 @@ def parse_key(key: str) -> LandedKey | None:
 
 _RELATIVE = re.compile(
     r"(?:^|/)(?P<rel>dt=(?P<dt>\d{4}-\d{2}-\d{2})/hour=(?P<hour>\d{2})/minute=(?P<minute>\d{2})"
-    r"/shard=[^/]+/[^/]+\.jsonl\.gz)$"
+    r"/shard=[^/]+/[^/]+" + SUFFIX_PATTERN + ")$"
 )
 _PARTITION = re.compile(r"(?:^|/)dt=(?P<dt>\d{4}-\d{2}-\d{2})/hour=(?P<hour>\d{2})(?:/|$)")
 
@@ -128,7 +142,7 @@ class RelativeKey:
     """A landed object's key below its stream's folder, and the minute it names."""
 
     rel: str
-    """``dt=…/hour=…/minute=…/shard=…/name.jsonl.gz``"""
+    """``dt=…/hour=…/minute=…/shard=…/name`` (the :data:`KEY_DEPTH` last parts)"""
     minute: datetime
 
     @property

@@ -1,4 +1,4 @@
-"""An archive folder (``file://``) read with gzip and :func:`.envelope.parse_line` only.
+"""An archive folder (``file://``) read with the codec and :func:`.envelope.parse_line` only.
 
 For the demo, the benchmarks and the tests: an independent check of what the lander
 wrote, using none of its writing code. It reads whole objects; a truncated or damaged
@@ -7,13 +7,13 @@ one raises (the Spark jobs have the tolerant reader).
 
 from __future__ import annotations
 
-import gzip
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from consumer.archive.codec import open_lines
 from consumer.archive.envelope import LandedLine, LineError, parse_line
 from consumer.archive.layout import DEAD_LETTER, SUFFIX, LandedKey, parse_key, stream_folder
 
@@ -43,7 +43,7 @@ def read_object(path: Path) -> LandedObject:
     key = parse_key(path.as_posix())
     if key is None:
         raise ValueError(f"not a landed object's key: {path}")
-    with gzip.open(path, "rb") as handle:
+    with open_lines(path) as handle:
         lines = [parse_line(raw) for raw in handle]
     return LandedObject(path, key, lines)
 
@@ -56,7 +56,7 @@ def read_archive(root: Path, stream: str) -> Iterator[LandedObject]:
 
 def read_dead_letters(path: Path) -> Iterator[dict[str, Any]]:
     """The dead letters of one object, as JSON objects."""
-    with gzip.open(path, "rb") as handle:
+    with open_lines(path) as handle:
         for raw in handle:
             document = json.loads(raw)
             if not isinstance(document, dict):

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from consumer.archive.layout import minute_of
-from consumer.landing.codec import CodecName, Compressor, gzip_stream
+from consumer.landing.deflate import CodecName, Compressor, gzip_stream
 from consumer.landing.envelope import DeadLetter
 from consumer.sequence import Position
 from consumer.stream.records import Record

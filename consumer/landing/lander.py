@@ -22,7 +22,7 @@ from consumer.aws import aws_session, backoff, client_config, region
 from consumer.config import ConfigError, Settings
 from consumer.landing.archive import open_archive
 from consumer.landing.batcher import Batcher, LandedRun
-from consumer.landing.codec import CONTENT_DIGEST, gzip_bytes, resolve, sha256
+from consumer.landing.deflate import CONTENT_DIGEST, gzip_bytes, resolve, sha256
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.objects import ObjectStore, ObjectStoreError, PutOutcome, probe
 from consumer.landing.protection import ObjectProtection, check_kms_key

@@ -21,7 +21,7 @@ from typing import Protocol
 from urllib.parse import urlparse
 
 from consumer.errors import LanderError
-from consumer.landing.codec import CONTENT_DIGEST, content_digest
+from consumer.landing.deflate import CONTENT_DIGEST, content_digest
 
 
 class PutOutcome(enum.StrEnum):

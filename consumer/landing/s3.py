@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from consumer.archive.codec import CONTENT_TYPE
 from consumer.aws import error_code, http_status
-from consumer.landing.codec import CONTENT_DIGEST, sha256
+from consumer.landing.deflate import CONTENT_DIGEST, sha256
 from consumer.landing.objects import ObjectStoreError, PutOutcome, digest_of, same_content
 from consumer.landing.protection import ObjectProtection
 
@@ -64,7 +65,7 @@ class S3ObjectStore:
                     Body=body,
                     IfNoneMatch="*",
                     Metadata=meta,
-                    ContentType="application/gzip",
+                    ContentType=CONTENT_TYPE,
                     **self._create,
                 )
         except ClientError as exc:
@@ -97,7 +98,7 @@ class S3ObjectStore:
             Bucket=self.bucket,
             Key=key,
             Metadata=dict(meta),
-            ContentType="application/gzip",
+            ContentType=CONTENT_TYPE,
             **self._create,
         )
         upload_id = upload["UploadId"]

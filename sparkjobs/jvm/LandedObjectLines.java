@@ -10,7 +10,7 @@
  * It is strict where the text reader trusts the stream: every gzip member's header,
  * CRC-32 and length are checked, and anything after the last member but another member
  * is an error. Any damage throws, which fails the run's fast path; the job then checks
- * every object (sparkjobs/integrity.py) and reads only sound ones, as it does for the
+ * every object (consumer/archive/codec.py) and reads only sound ones, as it does for the
  * text reader.
  *
  * Lines end at LF, CR or CRLF, as Hadoop's LineReader splits them; a last line without

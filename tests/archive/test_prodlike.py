@@ -3,7 +3,7 @@
 The archive is written without the lander's code; here it is read back with the
 lander's own parsers (:func:`~consumer.archive.layout.parse_relative`,
 :func:`~consumer.archive.envelope.parse_line`) and the Spark job's integrity checks
-(:func:`~sparkjobs.integrity.check_gzip`, :func:`~sparkjobs.integrity.recover_lines`),
+(:func:`~consumer.archive.codec.check_object`, :func:`~consumer.archive.codec.recover_lines`),
 so both sides agree on the format. The truth is pinned by hand-made cases and by two
 properties: a day is the union of its hours, and an hour needs only the horizon before
 it.
@@ -35,9 +35,9 @@ from bench.prodlike_truth import (
     read_body,
     truth,
 )
+from consumer.archive.codec import check_object, recover_lines
 from consumer.archive.envelope import format_ts, parse_line, parse_ts
 from consumer.archive.layout import parse_relative
-from sparkjobs.integrity import check_gzip, recover_lines
 from tests.support.landed import malformed_variants
 
 SEED = 5
@@ -237,7 +237,7 @@ def test_truncated_objects_keep_their_complete_lines(built: Built) -> None:
     assert built.truncated
     for rel, (written, complete) in built.truncated.items():
         body = archive.path(rel).read_bytes()
-        check = check_gzip(body)
+        check = check_object(body)
         assert check.status == "truncated"
         assert check.lines == complete
         assert 1 <= complete < written
@@ -255,7 +255,7 @@ def test_corrupt_objects_are_corrupt(built: Built) -> None:
     readout = read_archive(built.archive.root, STREAM)
     for rel in built.corrupt:
         body = built.archive.path(rel).read_bytes()
-        assert check_gzip(body).status == "corrupt", rel
+        assert check_object(body).status == "corrupt", rel
         assert readout.objects[rel] == "corrupt"
     assert not any(record.rel in built.corrupt for record in readout.records)
 

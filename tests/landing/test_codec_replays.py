@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.landing.batcher import Batcher, LandedRun
-from consumer.landing.codec import (
+from consumer.landing.deflate import (
     CONTENT_DIGEST,
     CodecName,
     available,

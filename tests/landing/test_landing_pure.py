@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import consumer.landing.batcher as batcher_module
 from consumer.archive.layout import minute_of, object_key, parse_key
 from consumer.landing.batcher import COMPRESS_CHUNK, GZIP_LEVEL, Batcher, LandedRun
-from consumer.landing.codec import gzip_stream
+from consumer.landing.deflate import gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.landing.ranges import RangeSet
 from consumer.sequence import Position

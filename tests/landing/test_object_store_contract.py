@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from consumer.aws import Clients
-from consumer.landing.codec import CONTENT_DIGEST, gzip_bytes, sha256
+from consumer.landing.deflate import CONTENT_DIGEST, gzip_bytes, sha256
 from consumer.landing.files import FileObjectStore
 from consumer.landing.objects import ArchiveUri, MemoryObjectStore, ObjectStore, PutOutcome
 from consumer.landing.s3 import S3ObjectStore

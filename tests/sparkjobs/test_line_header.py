@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumer.archive.envelope import HEADER
+from consumer.archive.envelope import FIELDS as LINE_FIELDS
+from consumer.archive.envelope import HEADER, parse_line
 from consumer.landing.envelope import Encoder, EventIdPointer
 from consumer.sequence import Position
 from consumer.stream.records import Record
@@ -176,6 +177,30 @@ def test_lines_the_lander_writes_take_the_functions_path(fast: SparkSession) -> 
     assert bytes(raw["payload"]) == b'"' + base64.b64encode(b"\x00\xffbytes") + b'"'
     for fmt in ("json", "raw"):
         assert _parsed(fast, lines, fmt, fast=True) == _parsed(fast, lines, fmt, fast=False)
+
+
+def test_the_jars_line_form_is_the_formats_field_list(fast: SparkSession) -> None:
+    """A line of every field of consumer/archive/envelope.FIELDS, in its order, takes the
+    jar's path and gives each field back: a field added to (or moved in) the format
+    fails here until LandedObjectLines.Header knows it."""
+    expected: dict[str, Any] = {}
+    parts = []
+    for field in LINE_FIELDS:
+        if field.kind == "json":
+            text, expected["payload"] = '{"v":[1,2]}', b'{"v":[1,2]}'
+        elif field.kind == "integer":
+            text, expected[field.name] = "5", 5
+        else:
+            value = "12345" if field.name == "sequence_number" else f"v-{field.name}"
+            text, expected[field.name] = json.dumps(value), value
+        parts.append(f'"{field.name}":{text}')
+    line = ("{" + ",".join(parts) + "}").encode()
+    assert parse_line(line).data == expected["payload"]  # the format's own reader agrees
+    (found,) = _quick(fast, [line])
+    assert found is not None, "the jar refuses a line of the format's fields"
+    got = found.asDict()
+    got["payload"] = bytes(got["payload"])
+    assert got == expected
 
 
 @pytest.mark.parametrize(

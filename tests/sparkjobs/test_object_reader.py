@@ -4,7 +4,7 @@ The Java function (sparkjobs/jvm/LandedObjectLines.java) is called through Spark
 objects built here byte by byte: gzip members with every optional header field, split
 anywhere, lines ended by LF, CR or CRLF (what Hadoop's line reader splits on, and
 ``bytes.splitlines``). Every damaged object it is given must fail it exactly where
-:func:`sparkjobs.integrity.check_gzip` says the object is not sound. Then a whole
+:func:`consumer.archive.codec.check_object` says the object is not sound. Then a whole
 production-like archive (bench/prodlike.py, damaged objects included) is compacted with
 each reader and must publish the same rows and the same manifest counts.
 """
@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 
 from bench.prodlike import DAY, STREAM, generate
 from consumer import cli
+from consumer.archive.codec import check_object
 from sparkjobs import counters, objectreader
 from sparkjobs.catalog import table_ref
 from sparkjobs.cli import BAD_CONFIG
 from sparkjobs.compact import reader_for
 from sparkjobs.compacted import current_files
-from sparkjobs.integrity import check_gzip
 from sparkjobs.session import cache_dir, with_object_reader
 from sparkjobs.window import Window
 
@@ -133,9 +133,9 @@ def damaged() -> dict[str, bytes]:
 
 @pytest.mark.parametrize("name", sorted(damaged()))
 def test_damage_fails_the_read_where_the_check_finds_it(spark: SparkSession, name: str) -> None:
-    """What check_gzip calls truncated or corrupt, the reader refuses to decode."""
+    """What check_object calls truncated or corrupt, the reader refuses to decode."""
     body = damaged()[name]
-    assert check_gzip(body).status != "ok"
+    assert check_object(body).status != "ok"
     with pytest.raises(Exception, match=r"gzip|empty object|junk"):
         read(spark, [body])
 

@@ -27,7 +27,7 @@ import pytest
 
 from consumer.archive.layout import object_key
 from consumer.cli.emulators import LocalStack
-from consumer.landing.codec import gzip_stream
+from consumer.landing.deflate import gzip_stream
 from consumer.landing.envelope import Encoder, EventIdPointer
 from consumer.sequence import Position
 from consumer.stream.records import Record

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from consumer.archive.codec import check_object, recover_lines
 from consumer.archive.layout import parse_relative
-from sparkjobs.integrity import check_gzip, recover_lines
 from sparkjobs.io import LocalFilesystem
 from sparkjobs.publish import (
     HourEntry,
@@ -42,7 +42,7 @@ def _body(lines: list[str]) -> bytes:
 @given(lines_strategy)
 def test_a_whole_stream_is_ok_and_counts_its_lines(lines: list[str]) -> None:
     """A complete gzip stream is ``ok`` with one line per newline."""
-    check = check_gzip(_body(lines))
+    check = check_object(_body(lines))
     assert check.status == "ok"
     assert check.lines == len(lines)
 
@@ -54,7 +54,7 @@ def test_a_cut_stream_is_never_ok_and_gives_back_a_prefix(
     """Cut anywhere, a stream is not ``ok``; what is recovered is a prefix of its lines."""
     body = _body(lines)
     cut = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
-    check = check_gzip(body[:cut])
+    check = check_object(body[:cut])
     assert check.status != "ok"
     if check.status == "truncated":
         recovered = recover_lines(body[:cut])
@@ -70,22 +70,22 @@ def test_ok_means_the_content_is_what_was_written(lines: list[str], data: st.Dat
     body = bytearray(_body(lines))
     where = data.draw(st.integers(min_value=0, max_value=len(body) - 1))
     body[where] ^= data.draw(st.integers(min_value=1, max_value=255))
-    if check_gzip(bytes(body)).status == "ok":
+    if check_object(bytes(body)).status == "ok":
         assert gzip.decompress(bytes(body)) == "".join(f"{x}\n" for x in lines).encode()
 
 
 def test_what_is_not_gzip_is_corrupt() -> None:
     """Plain bytes, an empty object and junk after the stream are corrupt, with a reason."""
-    assert check_gzip(b"").status == "corrupt"
-    assert check_gzip(b'{"stream": "s"}\n').reason == "not gzip"
-    junk = check_gzip(_body(["a"]) + b"trailing junk")
+    assert check_object(b"").status == "corrupt"
+    assert check_object(b'{"stream": "s"}\n').reason == "not gzip"
+    junk = check_object(_body(["a"]) + b"trailing junk")
     assert (junk.status, junk.lines) == ("corrupt", 1)
     assert "junk" in junk.reason
 
 
 def test_concatenated_members_are_one_stream() -> None:
     """Two gzip members back to back (as ``cat`` makes them) are read as one object."""
-    check = check_gzip(_body(["a", "b"]) + _body(["c"]))
+    check = check_object(_body(["a", "b"]) + _body(["c"]))
     assert (check.status, check.lines) == ("ok", 3)
 
 

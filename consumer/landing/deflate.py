@@ -1,6 +1,7 @@
-"""Deflate for landed objects, and the digest that says two objects hold the same lines.
+"""Fast deflate for landed objects, and the digest that says two objects hold the same lines.
 
-Landed objects are gzip members (RFC 1952) with no name and mtime 0. Which library
+Landed objects are gzip members with no name and mtime 0 (:mod:`consumer.archive.codec`
+defines the format; tests hold these compressors to its :func:`compress`). Which library
 deflates them is a setting (``LANDER_GZIP_CODEC``): ``zlib`` (the standard library) or
 ``isal`` (ISA-L's igzip, from the ``isal`` wheel: several times faster at level 1, and
 somewhat smaller). Readers see ordinary gzip either way.
@@ -15,16 +16,16 @@ digest existed carry only the body's digest; :func:`content_digest` reads them.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import zlib
 from collections.abc import Callable
 from typing import Literal, Protocol
 
+from consumer.archive import codec
+
 CodecName = Literal["zlib", "isal"]
 CONTENT_DIGEST = "content-sha256"
 """The object metadata key of the SHA-256 of the uncompressed content."""
-GZIP_MAGIC = b"\x1f\x8b"
 ISAL_LEVELS = (1, 2)
 """isal's levels that are real compression levels (its 0 still compresses, and 3 is no
 smaller than 2 on JSON lines): zlib levels map onto them."""
@@ -54,7 +55,7 @@ def _isal() -> Callable[[int], Compressor] | None:
 
 
 def _zlib(level: int) -> Compressor:
-    # wbits 31: a gzip header with no name and mtime 0, so the same input and
+    # wbits 31: a gzip header with no name and mtime 0 (as codec.compress), so the same input and
     # settings always give the same bytes.
     return zlib.compressobj(level, zlib.DEFLATED, 31)
 
@@ -99,9 +100,9 @@ def sha256(data: bytes) -> str:
 def content_digest(body: bytes) -> str:
     """The SHA-256 of what a stored body holds: its uncompressed lines for gzip, the
     bytes themselves otherwise (the probe object, a damaged body)."""
-    if body[:2] == GZIP_MAGIC:
+    if codec.is_compressed(body):
         try:
-            return sha256(gzip.decompress(body))
+            return sha256(codec.decompress(body))
         except (OSError, EOFError, zlib.error):
             pass  # truncated or damaged: only the very same bytes are the same object
     return sha256(body)
