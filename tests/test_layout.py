@@ -193,8 +193,11 @@ def test_the_lifecycle_reads_through_the_reader_seam() -> None:
     concrete = (
         "consumer.stream.reader",
         "consumer.stream.subscriber",
+        "consumer.stream.fanout",
         "consumer.stream.kinesis_fanout",
         "consumer.stream.memory_fanout",
+        "consumer.stream.polling",
+        "consumer.stream.efo",
     )
     found = {
         module: sorted(name for name in imported if _within(name, *concrete))
@@ -203,6 +206,48 @@ def test_the_lifecycle_reads_through_the_reader_seam() -> None:
     }
     assert {module: names for module, names in found.items() if names} == {}
     assert "consumer.stream.readers" in GRAPH["consumer.lifecycle.shard_consumer"]
+    assert "consumer.stream.modes" in GRAPH["consumer.lifecycle.assembly"]
+
+
+STORES_AND_READERS = (
+    "consumer.leases.dynamo",
+    "consumer.leases.dynamo_board",
+    "consumer.leases.dynamo_table",
+    "consumer.leases.memory",
+    "consumer.leases.store",
+    "consumer.leases.coordinator",
+    "consumer.leases.board_coordinator",
+    "consumer.stream.kinesis",
+    "consumer.stream.memory",
+    "consumer.stream.reader",
+    "consumer.stream.subscriber",
+    "consumer.stream.fanout",
+    "consumer.stream.kinesis_fanout",
+    "consumer.stream.memory_fanout",
+    "consumer.stream.polling",
+    "consumer.landing.lander",
+    "consumer.landing.s3",
+    "consumer.landing.files",
+)
+"""What the daemon is built of: the operator layer gets it through the assembly."""
+
+
+def test_the_operator_layer_reaches_the_daemon_through_the_assembly() -> None:
+    """cli/ parses arguments, calls consumer.lifecycle.assembly (which builds the
+    streams, stores, readers and the worker from settings) and maps its errors to exit
+    codes: it imports no store, reader or part of the lifecycle itself (issue 45). It
+    may read the lease model and keys (to render them) and the efo mode's own module
+    (``lander efo`` describes and deregisters its consumer)."""
+
+    def allowed(_: str, name: str) -> bool:
+        if _within(name, "consumer.lifecycle"):
+            return _within(name, "consumer.lifecycle.assembly")
+        return not _within(name, *STORES_AND_READERS)
+
+    assert _offending("consumer.cli", allowed) == {}
+    assert any(
+        "consumer.lifecycle.assembly" in GRAPH[m] for m in GRAPH if m.startswith("consumer.cli")
+    )
 
 
 def test_the_processor_contract_imports_nothing_of_the_worker() -> None:

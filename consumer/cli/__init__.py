@@ -23,12 +23,10 @@ import asyncio
 import signal
 import sys
 from collections.abc import Sequence
-from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-from consumer.compiled import hot_path_mode
 from consumer.config import (
     ConfigError,
     FlagSpec,
@@ -39,10 +37,6 @@ from consumer.config import (
     load_settings,
 )
 from consumer.telemetry import configure_logging
-
-if TYPE_CHECKING:
-    from consumer.leases.board import Board
-    from consumer.leases.dynamo import DynamoLeaseStore
 
 log = structlog.get_logger("consumer.cli")
 
@@ -255,8 +249,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _status(settings: Settings, *, as_json: bool) -> int:
-    from consumer.aws import Clients, error_code
-    from consumer.cli.efo import read_mode_line, read_mode_status
     from consumer.cli.status import (
         board_lines,
         by_shard_id,
@@ -265,57 +257,24 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         render_streams_json,
         render_table,
         shard_rows,
-        stream_groups,
     )
-    from consumer.leases.dynamo import DynamoLeaseStore
-    from consumer.leases.keys import StreamId
+    from consumer.leases.keys import stream_groups
     from consumer.leases.model import wall_ms
-    from consumer.leases.store import TableMissingError
-    from consumer.stream import Shard, StreamError, StreamNotFoundError
-    from consumer.stream.kinesis import KinesisStream
+    from consumer.lifecycle.assembly import SurveyError, survey
 
-    async with Clients() as clients:
-        try:
-            store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
-            leases = await store.list_leases()
-            board = await _board_if_any(store)
-        except TableMissingError:
-            print(
-                f"lander: lease table {settings.lease_table} does not exist "
-                "(no worker has started against it yet?)",
-                file=sys.stderr,
-            )
-            return 1
-        except Exception as exc:
-            print(f"lander: cannot read the lease table: {error_code(exc) or exc}", file=sys.stderr)
-            return 1
-        groups = stream_groups(leases)
-        if not settings.streams:
-            groups = {None: groups.get(None, [])}
-        listings: dict[StreamId | None, list[Shard]] = {}
-        for stream_id in groups:
-            name = settings.stream if stream_id is None else stream_id.name
-            try:
-                listings[stream_id] = await KinesisStream(clients.kinesis, name).list_shards()
-            except StreamNotFoundError:
-                if stream_id is None:
-                    print(f"lander: stream {name} does not exist", file=sys.stderr)
-                    return 1
-                listings[stream_id] = []  # deleted: its leases are shown as gone
-            except StreamError as exc:
-                print(f"lander: cannot list the shards of {name}: {exc}", file=sys.stderr)
-                return 1
-        mode = await read_mode_status(settings, clients) if not settings.streams else {}
-        modes = {  # per stream (a deleted stream has none)
-            sid.name: await read_mode_status(settings, clients, sid.name)
-            for sid in groups
-            if sid is not None and listings[sid] and settings.streams
-        }
+    try:
+        found = await survey(settings)
+    except SurveyError as exc:
+        print(f"lander: {exc}", file=sys.stderr)
+        return 1
+    board, groups = found.board, stream_groups(found.leases)
+    if not settings.streams:
+        groups = {None: groups.get(None, [])}
     now = wall_ms()
     rows = {
         stream_id: shard_rows(
             group,
-            keyed(stream_id, listings[stream_id]),
+            keyed(stream_id, found.shards[stream_id]),
             now_ms=now,
             failover_seconds=settings.failover_seconds,
             stall_seconds=settings.stall_seconds,
@@ -324,6 +283,7 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         for stream_id, group in groups.items()
     }
     table = settings.lease_table
+    modes = {name: state.as_dict() for name, state in found.modes.items()}
     if settings.streams:  # one group per stream, shards by shard id
         named = [
             (sid.name if sid else "?", sid.serialized if sid else "", by_shard_id(group))
@@ -336,13 +296,14 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
             for name, serialized, shards in named:
                 print(f"\n== {name} ({serialized})")
                 print(render_table(shards, name, table))
-                if name in modes:
-                    print(read_mode_line(modes[name]))
+                if name in found.modes:
+                    print(found.modes[name].line())
     elif as_json:
+        mode = modes[settings.stream]
         print(render_json(rows[None], settings.stream, table, now, board, read_mode=mode))
     else:
         print(render_table(rows[None], settings.stream, table))
-        print(read_mode_line(mode))
+        print(found.modes[settings.stream].line())
     if not as_json and board.slots:
         print(f"board coordination: {len(board.slots)} workers in the workers table")
         print("\n".join(board_lines(board, now)))
@@ -436,18 +397,6 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(spec)
 
 
-async def _board_if_any(store: DynamoLeaseStore) -> Board:
-    """The workers table, or an empty board before any lander worker made it (a table
-    a KCL application left)."""
-    from consumer.leases.board import Board
-    from consumer.leases.store import TableMissingError
-
-    try:
-        return await store.read_board()
-    except TableMissingError:
-        return Board()
-
-
 async def _run(settings: Settings, *, check_only: bool = False) -> int:
     # Signals first: a SIGTERM during start-up still ends in a clean exit.
     stop = asyncio.Event()
@@ -455,149 +404,17 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
-    from consumer.aws import Clients
-    from consumer.cli.efo import EfoStartError, start_fanout
-    from consumer.cli.fleet import open_fleet
     from consumer.errors import RefusedError
-    from consumer.landing.protection import ObjectProtection
-    from consumer.leases.dynamo import DynamoLeaseStore
-    from consumer.leases.wake import advertised_host, join_address
-    from consumer.lifecycle.health import HealthServer
-    from consumer.lifecycle.lanes import reader_for
-    from consumer.lifecycle.preflight import PreflightError, Target, preflight
-    from consumer.lifecycle.processor import WorkerContext, load_processor
-    from consumer.lifecycle.worker import Worker, tune_gc
-    from consumer.metrics import LanderMetrics
-    from consumer.stream import StreamError
-    from consumer.stream.kinesis import KinesisStream
+    from consumer.lifecycle.assembly import run_daemon
 
-    async with Clients() as clients, AsyncExitStack() as exits:
-        context = WorkerContext(settings, clients, LanderMetrics())
-        try:
-            loaded = load_processor(settings.processor, context)
-        except ConfigError as exc:
-            print(f"lander: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
-        except Exception as exc:
-            print(f"lander: LANDER_PROCESSOR {settings.processor}: {_reason(exc)}", file=sys.stderr)
-            return EXIT_CONFIG
-        store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
-        fleet = None
-        if settings.streams:
-            try:
-                fleet = await open_fleet(settings, context, exits, check_only=check_only)
-            except (RefusedError, StreamError, EfoStartError) as exc:
-                print(f"lander: LANDER_STREAMS: {exc}", file=sys.stderr)
-                return EXIT_REFUSED
-        stream = None if fleet else KinesisStream(clients.kinesis, settings.stream)
-        probe = (fleet.probe if fleet else None) or loaded.probe
-        streams = [lane.client for lane in fleet.lanes] if fleet else []
-        target = Target(
-            stream=settings.stream or str(settings.streams),
-            kinesis_endpoint=clients.kinesis.meta.endpoint_url,
-            lease_table=settings.lease_table,
-            dynamodb_endpoint=clients.dynamodb.meta.endpoint_url,
-            archive=settings.archive,
-        )
-        try:
-            passed = await preflight(
-                target,
-                stream or streams,
-                store,
-                probe,
-                create_table=settings.lease_table_create,
-                multi=fleet is not None,
-                check_only=check_only,
-            )
-        except PreflightError as exc:
-            print(f"lander: {exc}", file=sys.stderr)
-            return EXIT_REFUSED
-        names = sorted(lane.name for lane in fleet.lanes) if fleet else [settings.stream]
-        log.info(
-            "start-up checks passed",
-            streams=names,
-            shards=passed.shards,
-            lease_table=settings.lease_table,
-            leases=passed.leases,
-            archive=settings.archive,
-            archive_protection=ObjectProtection.from_settings(settings).describe(),
-            processor=settings.processor,
-            hot_path=hot_path_mode(),
-        )
-        reading = None
-        if settings.read_mode == "efo" and fleet is None:
-            try:
-                reading = await start_fanout(settings, passed.shards, exits, check_only=check_only)
-            except EfoStartError as exc:
-                print(f"lander: {exc}", file=sys.stderr)
-                return EXIT_REFUSED
-        if check_only:
-            changes = (
-                "start-up would " + " and ".join(passed.changes)
-                if passed.changes
-                else "start-up changes nothing in the lease table"
-            )
-            print(
-                f"lander: start-up checks passed: stream{'s' if fleet else ''} "
-                f"{', '.join(names) or '(none yet)'} ({passed.shards} "
-                f"shards), lease table {settings.lease_table} ({passed.leases} leases), "
-                f"archive {settings.archive or '-'}, processor {settings.processor}; "
-                f"{changes}"
-            )
-            return 0
-        worker = Worker(
-            settings,
-            store,
-            stream,
-            None if fleet else loaded.factory,
-            metrics=context.metrics,
-            probe=probe,
-            reader=reader_for(settings, reading),
-            lanes=fleet.lanes if fleet else (),
-            watch=fleet.watch if fleet else None,
-        )
-        server = None
-        if settings.metrics_port is not None:
-            server = HealthServer(
-                context.metrics,
-                worker.health,
-                settings.metrics_host,
-                settings.metrics_port,
-                wake=worker.wake,
-            )
-            try:
-                port = await server.start()
-            except OSError as exc:
-                print(
-                    f"lander: LANDER_METRICS_PORT {settings.metrics_port} on "
-                    f"{settings.metrics_host}: {exc.strerror or exc}",
-                    file=sys.stderr,
-                )
-                return EXIT_CONFIG
-            # A name lookup (auto): off the event loop, as a slow resolver may block.
-            host = await asyncio.to_thread(
-                advertised_host, settings.advertise_host, settings.metrics_host
-            )
-            worker.advertise(None if host is None else join_address(host, port))
-        tune_gc()
-        stopper = asyncio.create_task(_stop_when(stop, worker))
-        try:
-            await worker.run()
-        except RefusedError as exc:
-            print(f"lander: {exc}", file=sys.stderr)
-            return EXIT_REFUSED
-        finally:
-            stopper.cancel()
-            if server is not None:
-                await server.stop()
+    try:
+        report = await run_daemon(settings, stop, check_only=check_only)
+    except ConfigError as exc:
+        print(f"lander: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except RefusedError as exc:
+        print(f"lander: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    for line in report:
+        print(f"lander: {line}")
     return 0
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ModuleNotFoundError):
-        return f"{exc} (modules are found in the current directory and on PYTHONPATH)"
-    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
-
-
-async def _stop_when(stop: asyncio.Event, worker: Any) -> None:
-    await _call_when(stop, worker.request_stop)

@@ -277,12 +277,10 @@ async def _catch_up(spec: DemoSpec, archive: Path, produced: Produced, say: Say)
 
 async def _show_status(clients: Any, spec: DemoSpec, say: Say) -> None:
     from consumer.cli.status import render_table, shard_rows
-    from consumer.leases.dynamo import DynamoLeaseStore
     from consumer.leases.model import wall_ms
-    from consumer.stream.kinesis import KinesisStream
+    from consumer.lifecycle.assembly import lease_table_view
 
-    leases = await DynamoLeaseStore(clients.dynamodb, TABLE).list_leases()
-    shards = await KinesisStream(clients.kinesis, STREAM).list_shards()
+    leases, shards = await lease_table_view(clients, TABLE, STREAM)
     rows = shard_rows(leases, shards, now_ms=wall_ms(), failover_seconds=spec.failover_seconds)
     say("lander status:")
     for line in render_table(rows, STREAM, TABLE).splitlines():

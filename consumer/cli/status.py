@@ -239,18 +239,6 @@ def render_json(
     return json.dumps(document, indent=2)
 
 
-def stream_groups(leases: Iterable[Lease]) -> dict[StreamId | None, list[Lease]]:
-    """A table's leases by stream (None: a single-stream table's), by stream name."""
-    groups: dict[StreamId | None, list[Lease]] = {}
-    for lease in leases:
-        try:
-            stream = split_key(lease.key)[0]
-        except ValueError:
-            stream = None
-        groups.setdefault(stream, []).append(lease)
-    return dict(sorted(groups.items(), key=lambda item: (item[0] is not None, item[0])))
-
-
 def keyed(stream: StreamId | None, shards: Iterable[Shard]) -> list[Shard]:
     """A stream's shards named by their lease keys, to join with its leases."""
     return [
@@ -283,7 +271,7 @@ def render_streams_json(
     read_modes: Mapping[str, dict[str, str | None]] | None = None,
 ) -> str:
     """A multi-stream table as one JSON document: a list of streams (name, stream id,
-    read mode as :func:`consumer.cli.efo.read_mode_status` gives it or null for a
+    read mode as :meth:`consumer.stream.readers.ModeState.as_dict` gives it or null for a
     deleted stream, shards) and the board's workers."""
     document = json.loads(render_json([], "", table, now_ms, board))
     del document["stream"], document["shards"]

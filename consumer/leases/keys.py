@@ -15,12 +15,15 @@ name them by shard id (:func:`stream_attributes`, :func:`parents_of_item`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from consumer.leases.model import RESERVED_PREFIX
+
+if TYPE_CHECKING:
+    from consumer.leases.model import Lease
 
 ARN = re.compile(
     r"^arn:aws[a-z-]*:kinesis:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):"
@@ -100,3 +103,15 @@ def parents_of_item(item: Mapping[str, Any]) -> frozenset[str]:
         return frozenset(parents)
     sid = StreamId.parse(stream)
     return frozenset(lease_key(sid, p) for p in parents)
+
+
+def stream_groups(leases: Iterable[Lease]) -> dict[StreamId | None, list[Lease]]:
+    """A table's leases by stream (None: a single-stream table's), by stream name."""
+    groups: dict[StreamId | None, list[Lease]] = {}
+    for lease in leases:
+        try:
+            stream = split_key(lease.key)[0]
+        except ValueError:
+            stream = None
+        groups.setdefault(stream, []).append(lease)
+    return dict(sorted(groups.items(), key=lambda item: (item[0] is not None, item[0])))

@@ -6,6 +6,9 @@
                        progress, lease loss
     worker.py          the supervisor: lease, renew and shard-sync loops, landing
                        health, graceful shutdown
+    assembly.py        the daemon built from its settings (``lander run``, ``status``):
+                       streams or lanes (fleet.py), stores, read modes, start-up checks
+                       (preflight.py), the worker and its health server (health.py)
 
 May import the reading side, the leases and the shared pieces; never the operator
 layer (consumer.cli) or the Spark jobs.

@@ -25,13 +25,12 @@ from datetime import datetime
 
 import structlog
 
-from consumer.config import Settings
 from consumer.leases.keys import StreamId, split_key
 from consumer.lifecycle.processor import ProcessorFactory
 from consumer.sequence import Sentinel
 from consumer.stream import StreamClient
-from consumer.stream.fanout import FanOutReading
-from consumer.stream.readers import ReaderFactory, fanout, polling
+from consumer.stream.modes import unstarted
+from consumer.stream.readers import ReaderFactory
 from consumer.stream.shards import ShardSyncer
 from consumer.stream.streams import Listed, StreamChoice, plan_streams
 
@@ -54,8 +53,8 @@ class Lane:
     """Where the lease of a shard without a parent starts (LANDER_INITIAL_POSITION)."""
     timestamp: datetime | None = None
     """With AT_TIMESTAMP: the timestamp."""
-    reader: ReaderFactory = field(default_factory=polling)
-    """The stream's read mode (:func:`reader_for`)."""
+    reader: ReaderFactory = field(default_factory=unstarted)
+    """The stream's read mode, started (:mod:`consumer.stream.modes`)."""
     syncer: ShardSyncer | None = field(default=None, repr=False)
     """Set by the worker for its coordination mode."""
     listed: set[str] | None = None
@@ -63,15 +62,6 @@ class Lane:
     missing: int = 0
     """Shard listings in a row that found no stream."""
     incomplete: bool = False
-
-
-def reader_for(settings: Settings, reading: FanOutReading | None = None) -> ReaderFactory:
-    """A stream's read mode from its settings: through ``reading``'s registered consumer
-    in efo mode (a quiet shard asked whether it ended as often as the shards are
-    listed: kinesis-local never ends a closed shard's subscription), else polling."""
-    if reading is not None:
-        return fanout(reading, end_check_seconds=settings.shard_sync_seconds)
-    return polling(limit=settings.max_records_per_call, idle_seconds=settings.poll_idle_seconds)
 
 
 class Lanes:

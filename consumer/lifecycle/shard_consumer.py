@@ -43,7 +43,8 @@ from consumer.lifecycle.processor import (
 )
 from consumer.sequence import Checkpoint, Position, Sentinel
 from consumer.stream import StreamClient
-from consumer.stream.readers import Batch, BatchReader, ReaderFactory, ShardRead, polling
+from consumer.stream.modes import unstarted
+from consumer.stream.readers import Batch, BatchReader, ReaderFactory, ShardRead
 from consumer.stream.records import Record
 
 if TYPE_CHECKING:
@@ -212,7 +213,7 @@ class ShardConsumer:
             metrics=metrics,
             stream_name=stream_name,
         )
-        self.reader: BatchReader = (reader or polling())(read)
+        self.reader: BatchReader = (reader or unstarted())(read)
         """The read mode's reader (:mod:`consumer.stream.readers`): polling unless told."""
         start = coordinator.lease(key).checkpoint
         self.delivered: Position | None = start if isinstance(start, Position) else None

@@ -55,11 +55,12 @@ from consumer.leases.model import Lease
 from consumer.leases.store import CoordinatedStore, TableMissingError
 from consumer.leases.wake import Alarm
 from consumer.lifecycle.fitness import Fitness
-from consumer.lifecycle.lanes import Lane, Lanes, StreamWatch, reader_for
+from consumer.lifecycle.lanes import Lane, Lanes, StreamWatch
 from consumer.lifecycle.processor import Probe, ProcessorFactory
 from consumer.lifecycle.shards import Shards
 from consumer.metrics import LanderMetrics, version
 from consumer.stream import StreamClient, StreamNotFoundError
+from consumer.stream.modes import unstarted
 from consumer.stream.readers import ReaderFactory
 from consumer.stream.shards import CREATE_BATCH, ShardSyncer
 
@@ -117,7 +118,7 @@ class Worker:
         if stream is not None:
             assert processor_factory is not None
             initial, timestamp = settings.start_position
-            read = reader or reader_for(settings)
+            read = reader or unstarted(settings)
             one = Lane(None, settings.stream, stream, processor_factory, initial, timestamp, read)
             lanes = [one, *lanes]
         self.lanes = Lanes(lanes)

@@ -1,7 +1,9 @@
 """The reading side: the Kinesis stream as a narrow interface (this module) with its
 backends (:mod:`.kinesis`, :mod:`.memory`), user records and KPL de-aggregation
-(:mod:`.records`, :mod:`.kpl`), one shard's GetRecords loop (:mod:`.reader`) and shard
-discovery with lineage (:mod:`.shards`). May import consumer.aws, errors, sequence
+(:mod:`.records`, :mod:`.kpl`), the read modes (:mod:`.readers` the seam, :mod:`.modes`
+the registry, :mod:`.polling` over one shard's GetRecords loop in :mod:`.reader`,
+:mod:`.efo` over subscriptions), shard discovery with lineage (:mod:`.shards`) and the
+response parsers (:mod:`.fastparse`, :mod:`.eventstream`). May import consumer.aws, errors, sequence
 and leases (shard discovery creates leases); never the lifecycle or the lander.
 
 The interface: list shards, get an iterator, get records.

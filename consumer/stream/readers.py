@@ -1,37 +1,51 @@
 """The read modes behind one interface: how a shard's records reach its consumer.
 
-A read mode is a :data:`ReaderFactory`: given what reading one shard takes
-(:class:`ShardRead`), it makes a :class:`BatchReader`, whose ``batches()`` yields
-:class:`~consumer.stream.reader.Batch` es from the checkpoint on, each record once, until
-the shard ends or ``stopping`` is set. The lifecycle knows these names only; a lane of
-a worker carries its stream's factory.
+A read mode is a :class:`ReadMode`: started once per stream at a worker's start
+(:meth:`ReadMode.start`: a fan-out consumer registered, a client of its own opened), it
+gives a :data:`ReaderFactory`, which makes, for each shard (:class:`ShardRead`), a
+:class:`BatchReader`, whose ``batches()`` yields :class:`~consumer.stream.reader.Batch`
+es from the checkpoint on, each record once, until the shard ends or ``stopping`` is
+set. :meth:`ReadMode.describe` says how the mode stands, for ``lander status`` and
+``lander run --check``.
 
-- ``polling`` (:func:`polling`): GetRecords, :class:`~consumer.stream.reader.ShardReader`;
-- ``efo`` (:func:`fanout`): SubscribeToShard through a registered stream consumer,
-  :class:`~consumer.stream.subscriber.SubscriptionReader`, once the consumer is ACTIVE
-  (``lander`` registers it at start, :mod:`consumer.cli.efo`).
+The lifecycle knows these names only. The modes are modules of their own, registered
+by name in :mod:`consumer.stream.modes` (``LANDER_READ_MODE``):
 
-A new read mode is a module with a reader and a factory like these.
+- ``polling`` (:mod:`consumer.stream.polling`): GetRecords;
+- ``efo`` (:mod:`consumer.stream.efo`): SubscribeToShard through a registered stream
+  consumer.
+
+A new read mode is a module with a mode object like theirs and one line in the registry.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from consumer.errors import RefusedError
 from consumer.sequence import Checkpoint
 from consumer.stream import StreamClient
-from consumer.stream.fanout import FanOutReading
-from consumer.stream.reader import Batch, ShardReader
-from consumer.stream.subscriber import END_CHECK_SECONDS, SubscriptionReader
+from consumer.stream.reader import Batch
 
 if TYPE_CHECKING:
+    from consumer.config import Settings
     from consumer.metrics import LanderMetrics
 
-__all__ = ["Batch", "BatchReader", "ReaderFactory", "ShardRead", "fanout", "polling"]
+__all__ = [
+    "Batch",
+    "BatchReader",
+    "ModeStartError",
+    "ModeState",
+    "ReadMode",
+    "ReaderFactory",
+    "ShardRead",
+    "StreamOpening",
+]
 
 
 class BatchReader(Protocol):
@@ -59,46 +73,69 @@ class ShardRead:
 
 
 ReaderFactory = Callable[[ShardRead], BatchReader]
-"""A read mode: makes the reader of one shard."""
+"""A started read mode: makes the reader of one shard."""
 
 
-def polling(*, limit: int = 10_000, idle_seconds: float = 1.0) -> ReaderFactory:
-    """GetRecords, at most ``limit`` records a call, every ``idle_seconds`` when idle."""
+@dataclass(frozen=True, slots=True)
+class StreamOpening:
+    """What starting (or describing) a read mode for one stream takes."""
 
-    def reader(read: ShardRead) -> BatchReader:
-        return ShardReader(
-            read.stream,
-            read.shard_id,
-            read.checkpoint,
-            timestamp=read.timestamp,
-            limit=limit,
-            idle_seconds=idle_seconds,
-            stopping=read.stopping,
-            metrics=read.metrics,
-            stream_name=read.stream_name,
-        )
-
-    return reader
+    settings: Settings
+    """The stream's own settings."""
+    stream: str
+    """The stream's name."""
+    kinesis: Any
+    """The worker's Kinesis client (aiobotocore)."""
+    exits: AsyncExitStack | None = None
+    """Where a mode closes what it opened (a client of its own) when the worker ends;
+    None to describe only."""
+    several: bool = False
+    """Whether the worker reads several streams (the stream is then named in messages)."""
 
 
-def fanout(
-    reading: FanOutReading, *, end_check_seconds: float = END_CHECK_SECONDS
-) -> ReaderFactory:
-    """SubscribeToShard through ``reading``'s ACTIVE consumer; a quiet shard is asked
-    whether it ended every ``end_check_seconds``."""
+@dataclass(frozen=True, slots=True)
+class ModeState:
+    """How a stream's read mode stands, as ``lander status`` shows it."""
 
-    def reader(read: ShardRead) -> BatchReader:
-        return SubscriptionReader(
-            read.stream,
-            reading.client,
-            reading.consumer,
-            read.shard_id,
-            read.checkpoint,
-            timestamp=read.timestamp,
-            stopping=read.stopping,
-            metrics=read.metrics,
-            end_check_seconds=end_check_seconds,
-            stream_name=read.stream_name,
-        )
+    mode: str
+    via: str | None = None
+    """What the mode reads through, in words (shown when there is no consumer)."""
+    consumer: str | None = None
+    """The stream consumer (efo), if the mode reads through one."""
+    status: str | None = None
+    arn: str | None = None
+    would: str | None = None
+    """What starting a worker would change (e.g. register the consumer), or None."""
 
-    return reader
+    def as_dict(self) -> dict[str, str | None]:
+        """The ``read_mode`` of ``lander status --json``."""
+        if self.consumer is None:
+            return {"mode": self.mode}
+        return {
+            "mode": self.mode,
+            "consumer": self.consumer,
+            "status": self.status,
+            "arn": self.arn,
+        }
+
+    def line(self) -> str:
+        """One line for the status table."""
+        if self.consumer is None:
+            return f"read mode: {self.mode}" + (f" ({self.via})" if self.via else "")
+        arn = f" {self.arn}" if self.arn else ""
+        return f"read mode: {self.mode}, stream consumer {self.consumer}: {self.status}{arn}"
+
+
+class ModeStartError(RefusedError):
+    """A read mode could not be started for a stream (its consumer not made ready)."""
+
+
+class ReadMode(Protocol):
+    """One way of reading a stream's shards."""
+
+    async def start(self, opening: StreamOpening) -> ReaderFactory:
+        """Make the mode ready for the stream; raises :class:`ModeStartError` with one
+        line when it cannot be."""
+
+    async def describe(self, opening: StreamOpening) -> ModeState:
+        """How the mode stands for the stream now (nothing changed)."""

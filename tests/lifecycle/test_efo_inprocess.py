@@ -11,9 +11,9 @@ import pytest
 
 from consumer.config import load_settings
 from consumer.leases.memory import MemoryLeaseStore
-from consumer.lifecycle.lanes import reader_for
 from consumer.lifecycle.processor import RecordProcessor
 from consumer.lifecycle.worker import Worker
+from consumer.stream.efo import fanout
 from consumer.stream.fanout import FanOutReading, ensure_consumer
 from consumer.stream.memory import MAX_HASH, MemoryStream
 from consumer.stream.memory_fanout import MemoryFanOut
@@ -41,7 +41,13 @@ def _worker(
         **FAST,
     )
     factory: Callable[[], RecordProcessor] = lambda: JournalProcessor(journal)  # noqa: E731
-    return Worker(settings, store, stream, factory, reader=reader_for(settings, reading))
+    return Worker(
+        settings,
+        store,
+        stream,
+        factory,
+        reader=fanout(reading, end_check_seconds=settings.shard_sync_seconds),
+    )
 
 
 async def _until(predicate: Callable[[], bool], timeout: float = 20) -> None:

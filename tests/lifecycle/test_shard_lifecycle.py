@@ -27,7 +27,7 @@ from consumer.lifecycle.shard_consumer import (
 from consumer.lifecycle.worker import Worker
 from consumer.sequence import Sentinel
 from consumer.stream.memory import MemoryStream
-from consumer.stream.readers import polling
+from consumer.stream.polling import polling
 
 TERMINAL = {State.DONE, State.FAILED}
 

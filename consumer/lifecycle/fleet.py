@@ -9,11 +9,11 @@ match nothing yet. A stream found by a later listing is read from TRIM_HORIZON
 whatever LANDER_INITIAL_POSITION says: it appeared while the fleet ran, so none of its
 records was meant to be skipped.
 
-In the efo read mode a lane opens with its stream's consumer registered (or found)
-and ACTIVE, and a subscription client of its own sized by the stream's open shards
-(:func:`consumer.cli.efo.start_fanout`). At start a consumer that cannot be made ready
-refuses the start in one line; for a stream found later the lane is not opened, the
-error is logged, and the next listing tries again.
+Each lane's read mode is started as the lane is opened (:mod:`consumer.stream.modes`;
+in the efo mode, the stream's consumer registered or found ACTIVE, and a subscription
+client of its own). At start a mode that cannot be started refuses the start in one
+line; for a stream found later the lane is not opened, the error is logged, and the
+next listing tries again.
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 import structlog
-from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import Clients
-from consumer.cli.efo import start_fanout
 from consumer.config import Settings
 from consumer.errors import RefusedError
 from consumer.leases.keys import StreamId
-from consumer.lifecycle.lanes import Lane, StreamWatch, reader_for
+from consumer.lifecycle.lanes import Lane, StreamWatch
 from consumer.lifecycle.processor import Probe, WorkerContext, load_processor
 from consumer.sequence import Sentinel
 from consumer.stream.kinesis import KinesisCatalog, KinesisStream
+from consumer.stream.modes import read_mode
+from consumer.stream.readers import StreamOpening
 from consumer.stream.streams import Listed
 
-log = structlog.get_logger("consumer.cli.fleet")
+log = structlog.get_logger("consumer.lifecycle.fleet")
 
 
 class StreamsMissingError(RefusedError):
@@ -59,9 +59,10 @@ async def open_fleet(
     *,
     check_only: bool = False,
 ) -> Fleet:
-    """List the streams LANDER_STREAMS names and open a lane for each (in efo mode,
-    with ``check_only``, the consumers are described, not registered). Raises
-    ``EfoStartError`` (:mod:`consumer.cli.efo`) for a consumer not made ready at start."""
+    """List the streams LANDER_STREAMS names and open a lane for each (with
+    ``check_only`` the read modes are not started: each lane reads by polling, and
+    nothing is registered). Raises a RefusedError (StreamsMissingError, ModeStartError)
+    or a StreamError with one line."""
     choice = settings.stream_choice
     assert choice is not None
     clients: Clients = context.clients
@@ -81,17 +82,11 @@ async def open_fleet(
         if later:  # created while the fleet ran: every record of it is new
             initial, timestamp = Sentinel.TRIM_HORIZON, None
         client = KinesisStream(clients.kinesis, stream.name)
-        reading = None
-        if own.read_mode == "efo":
-            reading = await start_fanout(
-                own,
-                await _open_shards(clients, stream.name),
-                exits,
-                check_only=check_only,
-                stream=stream.name,
-            )
-        reader = reader_for(own, reading)
-        return Lane(stream, stream.name, client, loaded.factory, initial, timestamp, reader)
+        lane = Lane(stream, stream.name, client, loaded.factory, initial, timestamp)
+        if not check_only:
+            opening = StreamOpening(own, stream.name, clients.kinesis, exits, several=True)
+            lane.reader = await read_mode(own.read_mode).start(opening)
+        return lane
 
     listed = await lister()
     absent = choice.absent(listed)
@@ -114,13 +109,3 @@ async def open_fleet(
             await one()
 
     return Fleet(lanes, watch, probe if probes else None)
-
-
-async def _open_shards(clients: Clients, name: str) -> int:
-    """A stream's open shards, to size its subscription pool (0, the pool's floor, if
-    the stream cannot be described now)."""
-    try:
-        out = await clients.kinesis.describe_stream_summary(StreamName=name)
-    except (ClientError, BotoCoreError, OSError):
-        return 0
-    return int(out["StreamDescriptionSummary"].get("OpenShardCount", 0))

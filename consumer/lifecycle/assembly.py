@@ -1,0 +1,299 @@
+"""The daemon assembled from its settings: what ``lander run`` and ``lander status`` use.
+
+:func:`run_daemon` opens the AWS clients, loads the processor, opens the stream (or
+the lanes of ``LANDER_STREAMS``, :mod:`.fleet`), the lease store and each stream's
+read mode (:mod:`consumer.stream.modes`), runs the start-up checks
+(:mod:`.preflight`), builds the worker and its health server, and runs it until
+``stop`` is set. With ``check_only`` it stops after the checks, having started no read
+mode and changed nothing, and returns what start-up would do, in lines.
+
+:func:`survey` reads what ``lander status`` shows: the leases, the workers table, each
+consumed stream's shards and how its read mode stands.
+
+Failures it can name are raised in one line: :class:`~consumer.config.ConfigError`
+(a setting: exit 2), :class:`~consumer.errors.RefusedError` (the environment: exit 3),
+:class:`SurveyError` (status cannot read: exit 1). The operator layer (consumer/cli)
+maps them to exit codes and imports no store or reader itself (tests/test_layout.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+import structlog
+
+from consumer.aws import Clients, error_code
+from consumer.compiled import hot_path_mode
+from consumer.config import ConfigError, Settings
+from consumer.errors import LanderError, RefusedError
+from consumer.landing.protection import ObjectProtection
+from consumer.leases.board import Board
+from consumer.leases.dynamo import DynamoLeaseStore
+from consumer.leases.keys import StreamId, stream_groups
+from consumer.leases.model import Lease
+from consumer.leases.store import TableMissingError
+from consumer.leases.wake import advertised_host, join_address
+from consumer.lifecycle.fleet import Fleet, open_fleet
+from consumer.lifecycle.health import HealthServer
+from consumer.lifecycle.preflight import Passed, Target, preflight
+from consumer.lifecycle.processor import LoadedProcessor, WorkerContext, load_processor
+from consumer.lifecycle.worker import Worker, tune_gc
+from consumer.metrics import LanderMetrics
+from consumer.stream import Shard, StreamError, StreamNotFoundError
+from consumer.stream.kinesis import KinesisCatalog, KinesisStream
+from consumer.stream.modes import read_mode
+from consumer.stream.readers import ModeState, StreamOpening
+
+log = structlog.get_logger("consumer.lifecycle.assembly")
+
+
+async def run_daemon(
+    settings: Settings, stop: asyncio.Event, *, check_only: bool = False
+) -> list[str]:
+    """Assemble the worker and run it until ``stop`` is set (an empty list), or with
+    ``check_only`` only check and return what start-up would do."""
+    async with Clients() as clients, AsyncExitStack() as exits:
+        context = WorkerContext(settings, clients, LanderMetrics())
+        loaded = _load(settings, context)
+        fleet = None
+        if settings.streams:
+            try:
+                fleet = await open_fleet(settings, context, exits, check_only=check_only)
+            except (RefusedError, StreamError) as exc:
+                raise RefusedError(f"LANDER_STREAMS: {exc}") from None
+        store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
+        stream = None if fleet else KinesisStream(clients.kinesis, settings.stream)
+        probe = (fleet.probe if fleet else None) or loaded.probe
+        passed = await preflight(
+            Target(
+                stream=settings.stream or str(settings.streams),
+                kinesis_endpoint=clients.kinesis.meta.endpoint_url,
+                lease_table=settings.lease_table,
+                dynamodb_endpoint=clients.dynamodb.meta.endpoint_url,
+                archive=settings.archive,
+            ),
+            stream or [lane.client for lane in fleet.lanes] if fleet else stream or [],
+            store,
+            probe,
+            create_table=settings.lease_table_create,
+            multi=fleet is not None,
+            check_only=check_only,
+        )
+        names = sorted(lane.name for lane in fleet.lanes) if fleet else [settings.stream]
+        log.info(
+            "start-up checks passed",
+            streams=names,
+            shards=passed.shards,
+            lease_table=settings.lease_table,
+            leases=passed.leases,
+            archive=settings.archive,
+            archive_protection=ObjectProtection.from_settings(settings).describe(),
+            processor=settings.processor,
+            hot_path=hot_path_mode(),
+        )
+        if check_only:
+            return await _check_report(settings, clients, names, passed, several=bool(fleet))
+        worker = await _worker(
+            settings,
+            context,
+            clients,
+            exits,
+            store=store,
+            stream=stream,
+            loaded=loaded,
+            fleet=fleet,
+        )
+        server = await _health_server(settings, context, worker)
+        tune_gc()
+        stopper = asyncio.create_task(_stop_when(stop, worker))
+        try:
+            await worker.run()
+        finally:
+            stopper.cancel()
+            if server is not None:
+                await server.stop()
+    return []
+
+
+def _load(settings: Settings, context: WorkerContext) -> LoadedProcessor:
+    """The processor LANDER_PROCESSOR names; a ConfigError in one line if it cannot be."""
+    try:
+        return load_processor(settings.processor, context)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"LANDER_PROCESSOR {settings.processor}: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ModuleNotFoundError):
+        return f"{exc} (modules are found in the current directory and on PYTHONPATH)"
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) else str(exc)
+
+
+async def _worker(
+    settings: Settings,
+    context: WorkerContext,
+    clients: Clients,
+    exits: AsyncExitStack,
+    *,
+    store: DynamoLeaseStore,
+    stream: KinesisStream | None,
+    loaded: LoadedProcessor,
+    fleet: Fleet | None,
+) -> Worker:
+    """The worker, its single stream's read mode started (a fleet's lanes have theirs)."""
+    reader = None
+    if fleet is None:
+        opening = StreamOpening(settings, settings.stream, clients.kinesis, exits)
+        reader = await read_mode(settings.read_mode).start(opening)
+    return Worker(
+        settings,
+        store,
+        stream,
+        None if fleet else loaded.factory,
+        metrics=context.metrics,
+        probe=(fleet.probe if fleet else None) or loaded.probe,
+        reader=reader,
+        lanes=fleet.lanes if fleet else (),
+        watch=fleet.watch if fleet else None,
+    )
+
+
+async def _health_server(
+    settings: Settings, context: WorkerContext, worker: Worker
+) -> HealthServer | None:
+    """``/metrics``, ``/healthz``, ``/readyz`` and ``/wake`` when LANDER_METRICS_PORT is set,
+    and the worker's wake address advertised."""
+    if settings.metrics_port is None:
+        return None
+    server = HealthServer(
+        context.metrics,
+        worker.health,
+        settings.metrics_host,
+        settings.metrics_port,
+        wake=worker.wake,
+    )
+    try:
+        port = await server.start()
+    except OSError as exc:
+        raise ConfigError(
+            f"LANDER_METRICS_PORT {settings.metrics_port} on {settings.metrics_host}: "
+            f"{exc.strerror or exc}"
+        ) from None
+    # A name lookup (auto): off the event loop, as a slow resolver may block.
+    host = await asyncio.to_thread(advertised_host, settings.advertise_host, settings.metrics_host)
+    worker.advertise(None if host is None else join_address(host, port))
+    return server
+
+
+async def _stop_when(stop: asyncio.Event, worker: Worker) -> None:
+    await stop.wait()
+    worker.request_stop()
+
+
+async def _check_report(
+    settings: Settings, clients: Clients, names: list[str], passed: Passed, *, several: bool
+) -> list[str]:
+    """``lander run --check``'s lines: each stream's read mode, then the summary."""
+    lines = []
+    changes = list(passed.changes)
+    for name in names if names != [""] else []:
+        own = settings.for_stream(name) if several else settings
+        state = await read_mode(own.read_mode).describe(
+            StreamOpening(own, name, clients.kinesis, several=several)
+        )
+        lines.append(f"{name}: {state.line()}" if several else state.line())
+        if state.would:
+            changes.append(state.would)
+    would = "start-up would " + " and ".join(changes) if changes else None
+    lines.append(
+        f"start-up checks passed: stream{'s' if several else ''} "
+        f"{', '.join(n for n in names if n) or '(none yet)'} ({passed.shards} "
+        f"shards), lease table {settings.lease_table} ({passed.leases} leases), "
+        f"archive {settings.archive or '-'}, processor {settings.processor}; "
+        + (would or "start-up changes nothing in the lease table")
+    )
+    return lines
+
+
+class SurveyError(LanderError):
+    """``lander status`` cannot read the lease table or a stream (exit 1)."""
+
+
+@dataclass
+class Survey:
+    """What ``lander status`` shows, read once."""
+
+    leases: list[Lease]
+    board: Board
+    shards: dict[StreamId | None, list[Shard]] = field(default_factory=dict)
+    """Each consumed stream's shards (None: the one stream of a single-stream table);
+    an empty list for a stream that was deleted."""
+    modes: dict[str, ModeState] = field(default_factory=dict)
+    """Each listed stream's read mode, by name."""
+
+
+async def survey(settings: Settings) -> Survey:
+    """The leases and the workers table, then the shards and read mode of each stream
+    the leases name (of LANDER_STREAM only, for a single-stream worker's settings)."""
+    async with Clients() as clients:
+        store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
+        try:
+            leases = await store.list_leases()
+            board = await _board_if_any(store)
+        except TableMissingError:
+            raise SurveyError(
+                f"lease table {settings.lease_table} does not exist "
+                "(no worker has started against it yet?)"
+            ) from None
+        except Exception as exc:
+            raise SurveyError(f"cannot read the lease table: {error_code(exc) or exc}") from None
+        found = Survey(leases, board)
+        wanted = list(stream_groups(leases)) if settings.streams else [None]
+        for stream_id in wanted:
+            name = settings.stream if stream_id is None else stream_id.name
+            try:
+                found.shards[stream_id] = await KinesisStream(clients.kinesis, name).list_shards()
+            except StreamNotFoundError:
+                if stream_id is None:
+                    raise SurveyError(f"stream {name} does not exist") from None
+                found.shards[stream_id] = []  # deleted: its leases are shown as gone
+            except StreamError as exc:
+                raise SurveyError(f"cannot list the shards of {name}: {exc}") from None
+            if (stream_id is None) != bool(settings.streams) and (
+                stream_id is None or found.shards[stream_id]
+            ):  # a stream that was deleted has no read mode to show
+                own = settings.for_stream(name) if settings.streams else settings
+                opening = StreamOpening(own, name, clients.kinesis, several=bool(settings.streams))
+                found.modes[name] = await read_mode(own.read_mode).describe(opening)
+    return found
+
+
+async def _board_if_any(store: DynamoLeaseStore) -> Board:
+    """The workers table, or an empty board before any lander worker made it (a table
+    a KCL application left)."""
+    with contextlib.suppress(TableMissingError):
+        return await store.read_board()
+    return Board()
+
+
+async def matching_streams(settings: Settings, clients: Clients) -> list[str]:
+    """The names of the streams LANDER_STREAMS matches now (``lander efo``); raises
+    StreamError."""
+    choice = settings.stream_choice
+    assert choice is not None
+    listed = await KinesisCatalog(clients.kinesis).list(choice.may_match)
+    return sorted(s.id.name for s in listed if choice.matches(s))
+
+
+async def lease_table_view(
+    clients: Clients, table: str, stream: str
+) -> tuple[list[Lease], list[Shard]]:
+    """One stream's leases and shards, read with the caller's clients (the demo's
+    closing status)."""
+    leases = await DynamoLeaseStore(clients.dynamodb, table).list_leases()
+    return leases, await KinesisStream(clients.kinesis, stream).list_shards()
