@@ -126,6 +126,18 @@ def _watch(
     return owner_at - signalled, delivered, exit_at - signalled
 
 
+def emulator_call_ms(dynamodb: Any, calls: int = 30) -> float:
+    """Median round trip of a DynamoDB call to the idle emulator, in ms. Every step of a
+    hand-off is such a call on the serialised moto, so the hand-off times scale with it:
+    compare runs on different machines (or days) only together with this figure."""
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        dynamodb.list_tables(Limit=1)
+        times.append((time.perf_counter() - started) * 1000)
+    return median(times)
+
+
 def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> dict[str, Any]:
     """Kill and SIGTERM rounds on a fresh stream and table, at one failover setting."""
     renew = failover / 3
@@ -148,6 +160,7 @@ def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> d
         },
     )
     table = LeaseTable(boto3_client(aws.env, "dynamodb"), lease_table)
+    call_ms = emulator_call_ms(table.dynamodb)
     recordings = Recordings(workers.recordings)
     producer = Producer(
         boto3_client(aws.env, "kinesis"), stream, list(hash_keys.values()), config.rate
@@ -235,6 +248,7 @@ def measure_setting(aws: LocalAws, failover: float, config: FailoverConfig) -> d
     terms = [r for r in rounds if r.kind == "sigterm"]
     return {
         "coordination": "board",
+        "emulator_call_ms": call_ms,
         "failover_seconds": failover,
         "renew_seconds": renew,
         "target_seconds": target,
@@ -297,9 +311,11 @@ def render_failover(result: dict[str, Any]) -> str:
     out: list[str] = []
     for setting in result["settings"]:
         failover, renew = setting["failover_seconds"], setting["renew_seconds"]
+        call = setting.get("emulator_call_ms")
+        emulator = "" if call is None else f"idle emulator call {call:.1f} ms, "
         out.append(
             f"== failover: LANDER_COORDINATION={setting.get('coordination', 'scan')}, "
-            f"LANDER_FAILOVER_SECONDS={failover:g} (renew {renew:.2f} s), "
+            f"LANDER_FAILOVER_SECONDS={failover:g} (renew {renew:.2f} s), {emulator}"
             f"{config['shards']} shards, 2 worker processes, {config['rate']:g} records/s =="
         )
         rows = [
