@@ -14,6 +14,10 @@ clients that call AWS: each wraps them into its branch below::
     │   ├── ForeignWorkersError        consumer.leases.foreign: another application
     │   │                              renews leases in the table (KCL, an old release)
     │   ├── StreamGoneError            consumer.lifecycle.worker: the stream was deleted
+    │   ├── StreamsMissingError        (consumer.lifecycle.fleet) LANDER_STREAMS names
+    │   │                              streams that do not exist
+    │   ├── ModeStartError             (consumer.stream.readers) a read mode cannot start
+    │   │                              for a stream (its stream consumer not made ready)
     │   └── KmsKeyError                (consumer.landing.protection) the archive's KMS
     │                                  key is missing, disabled or cannot encrypt
     ├── StreamError                    consumer.stream: a Kinesis call failed
@@ -39,6 +43,8 @@ clients that call AWS: each wraps them into its branch below::
     ├── ObjectStoreError               consumer.landing.objects: the archive; retriable
     │                                  per instance (5xx, SlowDown, resets; not: a
     │                                  missing bucket, access denied, a read-only folder)
+    ├── SurveyError                    consumer.lifecycle.assembly: lander status cannot
+    │                                  read the lease table or a stream (exit 1)
     └── TransitionError                consumer.lifecycle.shard_consumer: a change of
                                        state the shard's diagram does not allow (a bug)
 """

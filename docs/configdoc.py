@@ -3,7 +3,7 @@
 Everything in the page comes from two places, so it cannot drift from what the
 commands accept:
 
-- the pydantic-settings classes, found in :data:`SETTINGS_MODULES` (every
+- the pydantic-settings classes, found in :data:`consumer.config.loading.SETTINGS_MODULES` (every
   ``BaseSettings`` subclass defined there gets a table): variable names (as
   pydantic-settings itself derives them: prefix, aliases, case), types, defaults,
   bounds, choices and descriptions;
@@ -25,7 +25,6 @@ installed packages.
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import sys
 import types
@@ -40,14 +39,33 @@ from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings, EnvSettingsSource
 
 from consumer.cli import build_parser
-from consumer.config import SETTINGS_MODULES, SettingFlag
+from consumer.config import SettingFlag
+from consumer.config.loading import settings_classes
 
 GENERATE = "python docs/configdoc.py > docs/configuration.md"
 CHECK = "python docs/configdoc.py --check docs/configuration.md"
 
 READERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "consumer.config.Settings": ("Worker", ("run", "status")),
-    "consumer.config.ProduceSettings": ("produce", ("produce",)),
+    "consumer.config.shared.Logging": (
+        "Logging",
+        (
+            "run",
+            "status",
+            "produce",
+            "compact",
+            "analyse",
+            "maintain",
+            "migrate-pointers",
+            "raw-table",
+        ),
+    ),
+    "consumer.config.shared.Archive": (
+        "Archive",
+        ("run", "status", "compact", "analyse", "raw-table"),
+    ),
+    "consumer.config.landing.LandingSettings": ("Landing", ("run", "status")),
+    "consumer.config.worker.Settings": ("Worker", ("run", "status")),
+    "consumer.config.produce.ProduceSettings": ("produce", ("produce",)),
     "sparkjobs.settings.StreamSettings": (
         "Batch commands",
         ("compact", "analyse", "maintain", "migrate-pointers", "raw-table"),
@@ -73,23 +91,8 @@ class Section:
     intro: str
     settings: type[BaseSettings]
     commands: tuple[str, ...]
-    base: type[BaseSettings] | None = None
-    """Fields this class shares with ``base`` are documented in ``base``'s section."""
-
-
-def settings_classes() -> list[type[BaseSettings]]:
-    """Every settings class of :data:`SETTINGS_MODULES`, in the order defined."""
-    found: list[type[BaseSettings]] = []
-    for name in SETTINGS_MODULES:
-        module = importlib.import_module(name)
-        found.extend(
-            value
-            for value in vars(module).values()
-            if isinstance(value, type)
-            and issubclass(value, BaseSettings)
-            and value.__module__ == name
-        )
-    return found
+    bases: tuple[type[BaseSettings], ...] = ()
+    """Fields this class shares with one of ``bases`` are documented in that section."""
 
 
 def sections(available: dict[str, Command] | None = None) -> list[Section]:
@@ -99,12 +102,12 @@ def sections(available: dict[str, Command] | None = None) -> list[Section]:
     result: list[Section] = []
     for cls in classes:
         qualified = f"{cls.__module__}.{cls.__qualname__}"
-        base = next((c for c in cls.__mro__[1:] if c in classes), None)
+        bases = tuple(c for c in cls.__mro__[1:] if c in classes)
         if qualified in READERS:
             title, readers = READERS[qualified]
         else:
             title, readers = cls.__name__, _inferred_readers(cls, available)
-        result.append(Section(title, f"From `{qualified}`.", cls, readers, base))
+        result.append(Section(title, f"From `{qualified}`.", cls, readers, bases))
     return result
 
 
@@ -196,14 +199,14 @@ def env_names(settings: type[BaseSettings]) -> dict[str, list[str]]:
 
 
 def _own_fields(section: Section) -> list[str]:
-    fields = section.settings.model_fields
-    if section.base is None:
-        return list(fields)
-    inherited = section.base.model_fields
+    def inherited(name: str, info: FieldInfo) -> bool:
+        return any(
+            name in base.model_fields and repr(info) == repr(base.model_fields[name])
+            for base in section.bases
+        )
+
     return [
-        name
-        for name, info in fields.items()
-        if name not in inherited or repr(info) != repr(inherited[name])
+        name for name, info in section.settings.model_fields.items() if not inherited(name, info)
     ]
 
 

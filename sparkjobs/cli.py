@@ -256,7 +256,7 @@ def _compact(settings: CompactSettings) -> int:
     own = {stream: settings.for_stream(stream) for stream in settings.streams}
     jobs = [
         CompactJob(
-            archive=own[stream].archive,
+            archive=own[stream].archive_uri,
             stream=stream,
             window=window,
             output=settings.compacted,

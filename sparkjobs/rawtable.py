@@ -107,7 +107,7 @@ def register_all(settings: RawTableSettings) -> list[bool]:
 
     def one(named: tuple[str, str]) -> str:
         name, stream = named
-        archive = settings.for_stream(stream).archive  # LANDER_STREAMS_FILE may move it
+        archive = settings.for_stream(stream).archive_uri  # LANDER_STREAMS_FILE may move it
         table = table_input(name, stream, archive, settings.raw_days)
         outcome = register(glue, settings.raw_database, table)
         return (

@@ -1,9 +1,10 @@
 """Settings of the Spark jobs: ``LANDER_*`` variables, overridden by flags.
 
-The same names as the daemon where they mean the same thing (``LANDER_ARCHIVE``,
-``LANDER_STREAM``), so one environment serves the workers and the nightly job; that
-includes ``LANDER_STREAMS_FILE``, whose tables give a stream its own archive, payload
-format and sequence pointer here too (:meth:`StreamSettings.for_stream`).
+One environment serves the workers and the nightly job: what both read is declared
+once, in :mod:`consumer.config.shared` (logging; the archive, its payload format and
+sequence pointer), and mixed in here. ``LANDER_STREAM`` is a list of streams here (one
+name for a worker), and ``LANDER_STREAMS_FILE``'s tables give a stream its own archive,
+payload format and sequence pointer here too (:meth:`StreamSettings.for_stream`).
 """
 
 from __future__ import annotations
@@ -11,20 +12,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer.config import (
+    Archive,
     CaseInsensitive,
-    LogFormat,
-    LogLevel,
-    PayloadFormat,
+    Logging,
     load_class,
     problems,
 )
-from consumer.streams_file import overrides_for, read_streams_file
+from consumer.config.fields import CONFIG
+from consumer.config.streams_file import overrides_for, read_streams_file
 from sparkjobs.catalog import check_template
 from sparkjobs.window import Window, WindowError, parse_windows
 
@@ -62,19 +62,15 @@ def yesterday() -> str:
     return (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
 
 
-class StreamSettings(BaseSettings):
+class StreamSettings(Logging):
     """Which streams, and how to log: what every batch command shares."""
 
-    model_config = SettingsConfigDict(env_prefix="LANDER_", extra="ignore", frozen=True)
+    model_config = CONFIG
 
     stream: str = Field(
         description="Name of the stream whose archive is read; several separated by "
         "commas are compacted (or analysed) one after another in one Spark session."
     )
-    log_format: LogFormat = Field(
-        default="auto", description="Log lines: JSON off a terminal, readable on one."
-    )
-    log_level: LogLevel = Field(default="info", description="Log level.")
     streams_file: str | None = Field(
         default=None,
         description="The workers' LANDER_STREAMS_FILE: a stream's table there gives its "
@@ -171,7 +167,7 @@ class TableSettings(StreamSettings):
         return _uri(value)
 
 
-class JobSettings(TableSettings):
+class JobSettings(TableSettings, Archive):
     """What both Spark jobs need."""
 
     window: str = Field(
@@ -183,35 +179,6 @@ class JobSettings(TableSettings):
         default=None,
         description="Spark master for a local run (default local[*]); ignored under spark-submit.",
     )
-    payload_format: PayloadFormat = Field(
-        default="json",
-        description="How the workers landed payloads: json text (kept byte for byte in "
-        "data) or raw base64 (data is the base64 text).",
-    )
-    sequence_pointer: str | None = Field(
-        default=None,
-        description="JSON pointer to a per-producer sequence number in the payload, e.g. "
-        "/seq (producers that number each partition key's records). The compaction drops a "
-        "record without an event id whose (partition key, sequence) arrived within the "
-        "dedupe horizon before it (sequence duplicates, counted apart); the analysis "
-        "reports gaps and reorders per partition key.",
-    )
-
-    @field_validator("sequence_pointer")
-    @classmethod
-    def _sequence_pointer(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("/"):
-            raise ValueError(f"must be a JSON pointer starting with '/', got {value!r}")
-        return value
-
-    @model_validator(mode="after")
-    def _sequence_needs_json(self) -> JobSettings:
-        if self.sequence_pointer is not None and self.payload_format == "raw":
-            raise ValueError(
-                "LANDER_SEQUENCE_POINTER points into JSON payloads; with "
-                "LANDER_PAYLOAD_FORMAT=raw they are base64"
-            )
-        return self
 
     @field_validator("window")
     @classmethod
@@ -236,7 +203,8 @@ class JobSettings(TableSettings):
 class CompactSettings(JobSettings):
     """``lander compact``."""
 
-    archive: str = Field(description="URI of the landed archive (the one the workers write).")
+    archive_required: ClassVar[bool] = True
+
     compact_target_file_mb: int = Field(
         default=256, ge=1, description="Target size of a Parquet file; small hours get one file."
     )
@@ -259,11 +227,6 @@ class CompactSettings(JobSettings):
         description="A window without landed input is a success (exit 0) instead of exit 3; "
         "either way nothing is read or published.",
     )
-
-    @field_validator("archive")
-    @classmethod
-    def _archive(cls, value: str) -> str:
-        return _uri(value)
 
     @field_validator("compact_dedupe_horizon")
     @classmethod
@@ -297,9 +260,6 @@ def horizon_minutes(text: str) -> int:
 class AnalyseSettings(JobSettings):
     """``lander analyse``."""
 
-    archive: str | None = Field(
-        default=None, description="URI of the landed archive, to count dead letters (optional)."
-    )
     reports: str | None = Field(
         default=None,
         description="Where tables and the HTML report go (default {compacted}/reports).",
@@ -322,10 +282,11 @@ class AnalyseSettings(JobSettings):
         return value
 
 
-class RawTableSettings(StreamSettings):
+class RawTableSettings(StreamSettings, Archive):
     """``lander raw-table``."""
 
-    archive: str = Field(description="URI of the landed archive (the one the workers write).")
+    archive_required: ClassVar[bool] = True
+
     raw_database: str = Field(
         default="lander",
         pattern=r"^[a-z0-9_]{1,255}$",
@@ -343,11 +304,6 @@ class RawTableSettings(StreamSettings):
         description="Days back from today that the table's dt partitions are projected over "
         "(the archive's lifecycle keeps landed JSON 400 days).",
     )
-
-    @field_validator("archive")
-    @classmethod
-    def _archive(cls, value: str) -> str:
-        return _uri(value)
 
     @field_validator("raw_table")
     @classmethod

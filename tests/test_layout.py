@@ -99,11 +99,9 @@ SHARED_AT_THE_ROOT = {
     "aio": "asyncio helpers every loop uses",
     "aws": "the clients, their retry policy and error codes",
     "compiled": "the hot-path modules a wheel compiles, across three packages",
-    "config": "the settings",
     "errors": "the one error tree",
     "metrics": "the worker's Prometheus series, set by every layer",
     "sequence": "sequence numbers and checkpoints, in every record and lease",
-    "streams_file": "the streams file, read by the settings",
     "telemetry": "structured logging",
 }
 
@@ -276,7 +274,6 @@ def test_sparkjobs_take_only_the_format_settings_and_logging_from_consumer() -> 
             name,
             "consumer.archive",
             "consumer.config",
-            "consumer.streams_file",
             "consumer.errors",
             "consumer.sequence",
             "consumer.telemetry",

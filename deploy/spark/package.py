@@ -2,8 +2,11 @@
 
 ``sparkjobs`` and the few modules of ``consumer`` it imports (tests/test_layout.py
 keeps that list closed): the archive format, settings and errors, sequences and
-logging. The daemon (leases, reading, landing), the operator layer, caches and
-node_modules stay out. Usage: ``python deploy/spark/package.py dist/lander-jobs.zip``.
+logging, and the small pure modules the settings validate with (stream names and
+patterns, lease keys, the archive's protection settings). The daemon (leases, reading,
+landing), the operator layer, caches and node_modules stay out;
+tests/deploy/test_spark_package.py imports the jobs from the zip alone.
+Usage: ``python deploy/spark/package.py dist/lander-jobs.zip``.
 """
 
 from __future__ import annotations
@@ -15,12 +18,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FILES = (
     "consumer/__init__.py",
-    "consumer/config.py",
     "consumer/errors.py",
     "consumer/sequence.py",
     "consumer/telemetry.py",
+    "consumer/landing/__init__.py",
+    "consumer/landing/protection.py",
+    "consumer/leases/__init__.py",
+    "consumer/leases/keys.py",
+    "consumer/leases/model.py",
+    "consumer/stream/__init__.py",
+    "consumer/stream/streams.py",
 )
-FOLDERS = ("consumer/archive", "sparkjobs")
+FOLDERS = ("consumer/archive", "consumer/config", "sparkjobs")
 
 
 def package(target: Path) -> Path:

@@ -16,6 +16,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from consumer import cli
 from consumer.config import (
+    Archive,
+    LandingSettings,
+    Logging,
     ProduceSettings,
     SettingFlag,
     Settings,
@@ -70,20 +73,37 @@ def test_the_committed_page_is_current() -> None:
 def test_every_setting_of_every_command_appears() -> None:
     """Each field of each settings class has a row under its variable name."""
     text = configdoc.render()
+
+    def title(name: str, own: str, *layers: tuple[type[BaseSettings], str]) -> str:
+        """The section of a field: the most shared class that declares it."""
+        shared: tuple[tuple[type[BaseSettings], str], ...] = (
+            (Archive, "Archive"),
+            (Logging, "Logging"),
+        )
+        for kind, section in (*layers, *shared):
+            if name in kind.model_fields:
+                own = section
+        return own
+
     for name in Settings.model_fields:
-        _row(text, f"LANDER_{name.upper()}", "Worker")
+        _row(text, f"LANDER_{name.upper()}", title(name, "Worker", (LandingSettings, "Landing")))
     for job, own in ((CompactSettings, "compact"), (AnalyseSettings, "analyse")):
         for name in job.model_fields:
-            title = "Spark jobs" if name in JobSettings.model_fields else own
-            if name in TableSettings.model_fields:
-                title = "Compacted tables"
-            if name in StreamSettings.model_fields:
-                title = "Batch commands"
-            _row(text, f"LANDER_{name.upper()}", title)
+            section = title(
+                name,
+                own,
+                (JobSettings, "Spark jobs"),
+                (TableSettings, "Compacted tables"),
+                (StreamSettings, "Batch commands"),
+            )
+            _row(text, f"LANDER_{name.upper()}", section)
+    # Every shared field once, in its own section: declared once, documented once.
+    for name in (*Archive.model_fields, *Logging.model_fields):
+        assert text.count(f"| `LANDER_{name.upper()}` |") == 1, name
     # And every class the generator found, whatever is added later.
     for section in configdoc.sections():
         for name in section.settings.model_fields:
-            inherited = section.base is not None and name in section.base.model_fields
+            inherited = any(name in base.model_fields for base in section.bases)
             if not inherited:
                 _row(text, f"LANDER_{name.upper()}", section.title)
 
@@ -117,8 +137,7 @@ def test_a_flag_is_matched_by_its_action_not_by_its_text() -> None:
     run.add_argument("--table", dest="lease_table", help="not a flag (LANDER_LEASE_TABLE)")
     run.add_argument("--dry-run", action="store_true", help="do nothing")
     available = configdoc.commands(parser)
-    section = configdoc.sections(available)[0]
-    assert section.settings is Settings
+    (section,) = [s for s in configdoc.sections(available) if s.settings is Settings]
     flags, matched = configdoc._flags_by_field(
         section, configdoc.env_names(section.settings), available
     )
@@ -162,9 +181,9 @@ def test_defaults_bounds_and_choices_are_readable() -> None:
     text = configdoc.render()
     assert "| required |" in _row(text, "LANDER_STREAM", "Worker")
     assert "failover_seconds / 3" in _row(text, "LANDER_RENEW_SECONDS", "Worker")
-    assert "(64 MiB)" in _row(text, "LANDER_MAX_BYTES_PER_FILE", "Worker")
-    assert ">= 1, <= 9" in _row(text, "LANDER_GZIP_LEVEL", "Worker")
-    assert "one of `json`, `raw`" in _row(text, "LANDER_PAYLOAD_FORMAT", "Worker")
+    assert "(64 MiB)" in _row(text, "LANDER_MAX_BYTES_PER_FILE", "Landing")
+    assert ">= 1, <= 9" in _row(text, "LANDER_GZIP_LEVEL", "Landing")
+    assert "one of `json`, `raw`" in _row(text, "LANDER_PAYLOAD_FORMAT", "Archive")
 
 
 def test_check_passes_on_the_page_and_fails_on_a_changed_copy(

@@ -27,6 +27,7 @@ from consumer.config import (
     load_settings,
     unknown_variables,
 )
+from consumer.config.loading import settings_classes
 from consumer.metrics import version
 from sparkjobs.settings import (
     AnalyseSettings,
@@ -307,7 +308,7 @@ def test_field_errors_name_the_variable_never_the_field(monkeypatch: pytest.Monk
     monkeypatch.setenv("LANDER_SEQUENCE_POINTER", "seq")
     compact = _message(CompactSettings, archive="archive", compacted="file:///c")
     assert "LANDER_WINDOW '2026-13-01': month must be in 1..12" in compact
-    assert "LANDER_ARCHIVE must be a URI" in compact
+    assert "LANDER_ARCHIVE must be s3://bucket[/prefix] or file:///absolute/path" in compact
     assert "LANDER_COMPACT_TARGET_FILE_MB Input should be greater than or equal to 1" in compact
     analyse = _message(AnalyseSettings, compacted="file:///c")
     assert "LANDER_SEQUENCE_POINTER must be a JSON pointer" in analyse
@@ -360,3 +361,30 @@ def test_version_needs_no_setting(
     out, err = capsys.readouterr()
     assert out == f"lander {version()}\n"
     assert err == ""
+
+
+def test_no_settings_validator_hides_one_of_a_base() -> None:
+    """Pydantic keeps one validator per name, so a subclass's ``_pointer`` silently
+    replaced the shared settings' check of LANDER_SEQUENCE_POINTER (found while
+    declaring the shared settings once): no two classes of a settings class's bases
+    define a validator of the same name."""
+    classes = settings_classes()
+    assert len(classes) >= 10
+    for kind in classes:
+        owners: dict[str, list[str]] = {}
+        for klass in kind.__mro__:
+            decorators = getattr(klass, "__pydantic_decorators__", None)
+            if decorators is None:
+                continue
+            validators = {*decorators.field_validators, *decorators.model_validators}
+            for name in validators & set(vars(klass)):
+                owners.setdefault(name, []).append(klass.__name__)
+        assert {n: o for n, o in owners.items() if len(o) > 1} == {}, kind.__name__
+
+
+def test_the_worker_checks_both_pointers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANDER_EVENT_ID_POINTER", "id")
+    monkeypatch.setenv("LANDER_SEQUENCE_POINTER", "seq")
+    message = _message(Settings)
+    assert "LANDER_EVENT_ID_POINTER must be a JSON pointer" in message
+    assert "LANDER_SEQUENCE_POINTER must be a JSON pointer" in message

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from consumer.config import ConfigError, load_settings
-from consumer.streams_file import PER_STREAM, overrides_for, read_streams_file
+from consumer.config.streams_file import PER_STREAM, overrides_for, read_streams_file
 
 
 @pytest.fixture(autouse=True)
