@@ -34,7 +34,7 @@ from consumer.landing.batcher import GZIP_LEVEL, Batcher
 from consumer.landing.deflate import CodecName, available, gzip_stream
 from consumer.landing.envelope import DeadLetter, Encoder, EventIdPointer
 from consumer.stream import KinesisRecord
-from consumer.stream.kpl import aggregate
+from consumer.stream.kpl_encode import aggregate
 from consumer.stream.records import unpack
 
 PAYLOAD_BYTES = 200

@@ -11,9 +11,6 @@ It may import everything below it, and the Spark jobs (``compact``, ``analyse``)
 nothing of the daemon library imports it. Flags that set a setting are made from the
 settings' fields (``consumer.config.add_setting_flags``); docs/configdoc.py generates
 docs/configuration.md from the settings and this parser.
-
-Long module: the parser and one short entry point per command; each command's work
-lives in its own module.
 """
 
 from __future__ import annotations

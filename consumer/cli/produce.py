@@ -35,7 +35,8 @@ import structlog
 from consumer.aio import wait_event
 from consumer.archive.envelope import format_ts
 from consumer.aws import backoff, error_code
-from consumer.stream.kpl import KPL_DEFAULT_MAX_BYTES, aggregate_chunks
+from consumer.stream.kpl import KPL_DEFAULT_MAX_BYTES
+from consumer.stream.kpl_encode import aggregate_chunks
 
 if TYPE_CHECKING:
     from types_aiobotocore_kinesis import KinesisClient

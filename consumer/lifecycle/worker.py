@@ -26,9 +26,6 @@ A worker reads one stream, or several (``LANDER_STREAMS``): one lane per stream
 syncer, over one lease table and one coordinator, so balance spreads every stream's
 shards together. A multi-stream worker lists the streams every
 ``LANDER_STREAMS_SYNC_SECONDS`` and opens or retires lanes as streams appear and go.
-
-Long module: the supervising loops (beat, lead, shard sync, stream watch) share the
-run's state (stopping, listed, lanes, last contact) and its start and stop order.
 """
 
 from __future__ import annotations

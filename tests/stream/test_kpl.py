@@ -28,11 +28,10 @@ from consumer.stream.kpl import (
     MAX_RECORD_BYTES,
     KplError,
     UserRecord,
-    aggregate,
-    aggregate_chunks,
     deaggregate,
     is_aggregated,
 )
+from consumer.stream.kpl_encode import aggregate, aggregate_chunks
 from consumer.stream.records import Record, epoch_us
 from consumer.stream.records import user_records as unpack_aggregate
 

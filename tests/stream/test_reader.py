@@ -9,7 +9,7 @@ import pytest
 
 from consumer.sequence import Position, Sentinel
 from consumer.stream import StreamError, ThrottledError, TransientStreamError
-from consumer.stream.kpl import aggregate
+from consumer.stream.kpl_encode import aggregate
 from consumer.stream.memory import MemoryStream
 from consumer.stream.reader import Batch, ShardReader
 

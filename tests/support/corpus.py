@@ -22,7 +22,8 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from consumer.stream.kpl import MAGIC, KplReason, UserRecord, aggregate
+from consumer.stream.kpl import MAGIC, KplReason, UserRecord
+from consumer.stream.kpl_encode import aggregate
 
 Mode = Literal["json", "raw"]
 MODES: tuple[Mode, ...] = ("json", "raw")
@@ -79,7 +80,8 @@ class Case:
     partition_key: str = "k"
     """The Kinesis record's partition key."""
     aggregated: bool = False
-    """The data is a KPL aggregate built by ``consumer.stream.kpl.aggregate`` (maybe damaged)."""
+    """The data is a KPL aggregate built by ``consumer.stream.kpl_encode.aggregate``
+    (maybe damaged)."""
     records: tuple[tuple[str, bytes], ...] = ()
     """(partition key, data) of each user record as the lander sees it, when that is
     not the whole Kinesis record (a valid aggregate)."""
