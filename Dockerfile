@@ -89,8 +89,8 @@ WORKDIR /home/lander
 FROM scratch AS s3a-jars
 
 # --------------------------------------------------------------------------------------
-# object-reader: the compaction's object reader (sparkjobs/jvm/LandedObjectLines.java,
-# sparkjobs/objectreader.py) compiled against the image's own PySpark jars. The JDK stays
+# object-reader: the compaction's object reader (sparkjobs/compaction/jvm/LandedObjectLines.java,
+# sparkjobs/compaction/objectreader.py) compiled against the image's own PySpark jars. The JDK stays
 # in this stage; the spark image gets the jar and keeps its JRE. Not version-pinned, for
 # the reason the spark stage gives for its JRE.
 FROM ${PYTHON_IMAGE} AS object-reader
@@ -100,7 +100,7 @@ RUN mkdir -p /usr/share/man/man1 \
     && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=venv-spark /opt/lander /opt/lander
-RUN /opt/lander/bin/python -c "from pathlib import Path; from sparkjobs.objectreader import build; \
+RUN /opt/lander/bin/python -c "from pathlib import Path; from sparkjobs.compaction.objectreader import build; \
 assert build(Path('/out/object-reader.jar'))" \
     && ls -l /out/object-reader.jar
 

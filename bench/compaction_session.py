@@ -29,7 +29,7 @@ from bench.compaction_runs import (
 from bench.prodlike import DAY, STREAM, ProdArchive
 from bench.prodlike_truth import read_archive, truth
 from bench.report import progress
-from sparkjobs.objectreader import ENV as READER_JAR
+from sparkjobs.compaction.objectreader import ENV as READER_JAR
 
 TARGET_STREAMS_RATIO = 2.5
 """Issue 15: three streams in one session at most this many times one stream's CPU."""
@@ -145,7 +145,8 @@ def three_streams(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
 
 
 def readers(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
-    """The day in a fresh run by each reader (sparkjobs/objectreader.py), alternated twice.
+    """The day in a fresh run by each reader (sparkjobs/compaction/objectreader.py),
+    alternated twice.
 
     ``objects``: each object read whole and split by the Java function (the default
     where ``javac`` is); ``text``: Spark's text reader (``LANDER_SPARK_READER_JAR=off``).

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from consumer.archive.layout import stream_folder
 from sparkjobs.io import is_local, join, local_path
-from sparkjobs.job import CompactJob
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -73,11 +72,6 @@ def table_ref(
 ) -> TableRef:
     """The compacted table of ``stream`` under ``output``."""
     return TableRef(catalog, table_name(template, stream), output, stream)
-
-
-def ref_for(job: CompactJob) -> TableRef:
-    """The table a compaction job publishes to."""
-    return table_ref(job.output, job.stream, job.catalog, job.table)
 
 
 def table_name(template: str, stream: str) -> str:

@@ -45,10 +45,10 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-    from sparkjobs.analyse import AnalyseJob
-    from sparkjobs.compact import CompactJob
+    from sparkjobs.analysis.analyse import AnalyseJob
+    from sparkjobs.compaction.compact import CompactJob
+    from sparkjobs.compaction.plan import ByHour
     from sparkjobs.io import Filesystem
-    from sparkjobs.plan import ByHour
     from sparkjobs.session import JvmPlan
 
     Listing = tuple[datetime, ByHour]
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         return BAD_CONFIG
     configure_logging(settings.log_format, settings.log_level)
     if isinstance(settings, RawTableSettings):
-        from sparkjobs.rawtable import register_all
+        from sparkjobs.table.rawtable import register_all
 
         return _worst([OK if done else FAILED for done in register_all(settings)])
     assert isinstance(settings, TableSettings)
@@ -172,11 +172,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"lander: {problem}", file=sys.stderr)
         return BAD_CONFIG
     if isinstance(settings, MaintainSettings):
-        from sparkjobs.maintain import maintain_all
+        from sparkjobs.table.maintain import maintain_all
 
         return _worst([OK if done else FAILED for done in maintain_all(settings)])
     if args.command == "migrate-pointers":
-        from sparkjobs.migrate import migrate_all
+        from sparkjobs.table.migrate import migrate_all
 
         return _worst([OK if done else FAILED for done in migrate_all(settings)])
     try:
@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return BAD_CONFIG
-    from sparkjobs.objectreader import setting_problem
+    from sparkjobs.compaction.objectreader import setting_problem
 
     if problem := setting_problem():
         print(f"lander: {problem}", file=sys.stderr)
@@ -248,9 +248,9 @@ class _Session:
 
 def _compact(settings: CompactSettings) -> int:
     """Every stream and window of ``settings``, one after another, in one session."""
-    from sparkjobs.compact import CompactJob
+    from sparkjobs.compaction.compact import CompactJob
+    from sparkjobs.compaction.plan import list_window
     from sparkjobs.io import is_local
-    from sparkjobs.plan import list_window
     from sparkjobs.session import jvm_plan
 
     own = {stream: settings.for_stream(stream) for stream in settings.streams}
@@ -301,9 +301,9 @@ def _compact_window(
     known: dict[str, ByHour],
 ) -> int:
     """One stream's window: its result line, and its exit code."""
-    from sparkjobs.compact import CompactionError, compact, has_landed_input
+    from sparkjobs.compaction.compact import CompactionError, compact, has_landed_input
+    from sparkjobs.compaction.plan import list_window
     from sparkjobs.io import is_local
-    from sparkjobs.plan import list_window
 
     if listing is None and is_local(job.archive):
         listing = list_window(_filesystem(job.archive, None), job, known)
@@ -346,7 +346,7 @@ def _sequence_count(count: int, pointer: str | None) -> str:
 
 def _analyse(settings: AnalyseSettings) -> int:
     """Every stream and window of ``settings``, one after another, in one session."""
-    from sparkjobs.analyse import AnalyseJob
+    from sparkjobs.analysis.analyse import AnalyseJob
     from sparkjobs.io import join
     from sparkjobs.session import jvm_plan
 
@@ -375,10 +375,10 @@ def _analyse(settings: AnalyseSettings) -> int:
 
 
 def _analyse_window(job: AnalyseJob, settings: AnalyseSettings, session: _Session) -> int:
-    from sparkjobs import compacted
-    from sparkjobs.analyse import analyse
+    from sparkjobs.analysis.analyse import analyse
+    from sparkjobs.analysis.report import render_text
     from sparkjobs.io import join
-    from sparkjobs.report import render_text
+    from sparkjobs.table import compacted
 
     if not compacted.current_files(job.ref, job.window):
         return _nothing_to_do(

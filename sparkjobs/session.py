@@ -34,7 +34,7 @@ import structlog
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from sparkjobs.objectreader import reader_jar
+from sparkjobs.compaction.objectreader import reader_jar
 
 DEFAULTS: dict[str, str] = {  # SQL settings: a running session accepts them
     "spark.sql.session.timeZone": "UTC",
@@ -201,7 +201,7 @@ def local_settings(cores: int | None = None, jvm: JvmPlan | None = None) -> dict
 
 def with_object_reader(jars: str) -> str:
     """``spark.jars`` (comma-separated) plus the jar of the compaction's object reader
-    (:mod:`sparkjobs.objectreader`), when there is one. A reader that fails to build is
+    (:mod:`sparkjobs.compaction.objectreader`), when there is one. A reader that fails to build is
     logged and left out: the jobs then read objects as text, the same rows more slowly."""
     try:
         jar = reader_jar(cache_dir())

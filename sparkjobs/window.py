@@ -4,7 +4,7 @@ The archive is partitioned by arrival minute, so a window's input is whole folde
 ``stream=S/dt=D/hour=H/`` for each hour of the window, plus the folders of the dedupe
 horizon before it (the *lookback*), read only so that a producer retry which crosses
 the window's start is recognised as a duplicate of a copy before it
-(:mod:`sparkjobs.dedupe`).
+(:mod:`sparkjobs.compaction.dedupe`).
 """
 
 from __future__ import annotations

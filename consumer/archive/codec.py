@@ -6,7 +6,7 @@ of that comes from here: the key's suffix and the glob a folder reader filters b
 magic bytes, the content type, the name table formats give the compression, and
 compressing, opening and checking an object. Another codec (zstd lines, say) is a change
 to this module, to the lander's fast compressors (:mod:`consumer.landing.deflate`, held
-to :func:`compress` by tests) and to the reader jar's inflater (sparkjobs/jvm, held to
+to :func:`compress` by tests) and to the reader jar's inflater (sparkjobs/compaction/jvm, held to
 :func:`check_object` by tests); ``tests/test_layout.py`` keeps every other module from
 spelling the format.
 

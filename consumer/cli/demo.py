@@ -324,12 +324,12 @@ def _spark_and_reconcile(  # noqa: PLR0917 - the facts gathered so far
     metrics: Counter[str],
     say: Say,
 ) -> int:
-    from sparkjobs.analyse import AnalyseJob, analyse
+    from sparkjobs.analysis.analyse import AnalyseJob, analyse
     from sparkjobs.catalog import table_ref
-    from sparkjobs.compact import CompactJob, compact
-    from sparkjobs.compacted import read
+    from sparkjobs.compaction.compact import CompactJob, compact
     from sparkjobs.session import C1_BELOW_BYTES, JvmPlan, get_session
-    from sparkjobs.table import open_table
+    from sparkjobs.table.compacted import read
+    from sparkjobs.table.table import open_table
     from sparkjobs.window import Window
 
     compacted = (workdir / "compacted").as_uri()

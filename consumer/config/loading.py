@@ -91,7 +91,8 @@ ENVIRONMENT_ONLY: dict[str, str] = {
     "LANDER_SPARK_LOG_LEVEL": "sparkjobs/session.py: Spark's own log level",
     "LANDER_SPARK_CDS": "sparkjobs/session.py: the AppCDS archive of lander compact and "
     "analyse (a file, or off; default under the user's cache)",
-    "LANDER_SPARK_READER_JAR": "sparkjobs/objectreader.py: the jar of the compaction's "
+    "LANDER_SPARK_READER_JAR": "sparkjobs/compaction/objectreader.py: the jar of the "
+    "compaction's "
     "object reader (a file, or off for Spark's text reader; default built under the user's "
     "cache when javac is there)",
     "LANDER_SPARK_PROPERTIES": "sparkjobs/session.py: a Spark properties file a local "

@@ -11,7 +11,7 @@ never drops a record it has not seen, even when a retried put lands after later 
 A number more than :data:`WINDOW` below its key's watermark, or a key forgotten (the
 least recently used beyond ``LANDER_DEDUP_KEYS``, or a worker restart), is not judged:
 the record lands, and the compaction, which compares every copy
-(:mod:`sparkjobs.dedupe`), removes it if it is a retry. The filter is a saving, never
+(:mod:`sparkjobs.compaction.dedupe`), removes it if it is a retry. The filter is a saving, never
 the guarantee. Pure.
 """
 

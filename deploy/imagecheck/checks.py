@@ -25,7 +25,7 @@ from consumer.leases.model import Lease
 from consumer.sequence import Position
 from consumer.stream.kpl import deaggregate, is_aggregated
 from sparkjobs.catalog import table_ref
-from sparkjobs.table import open_table
+from sparkjobs.table.table import open_table
 
 from .engine import CheckError
 

@@ -179,7 +179,7 @@ def test_not_landed_lines_are_refused() -> None:
 
 def test_the_spark_schema_is_the_field_list() -> None:
     """The Spark jobs read landed lines with a schema derived from the same fields."""
-    from sparkjobs.schema import CORRUPT, LANDED
+    from sparkjobs.table.schema import CORRUPT, LANDED
 
     assert LANDED.fieldNames() == [*envelope.NAMES, CORRUPT]
 

@@ -697,9 +697,9 @@ class Chaos:
 
     def _compact(self, archive: Path, spark: SparkSession | None) -> None:
         from sparkjobs.catalog import table_ref
-        from sparkjobs.compact import CompactJob, compact
-        from sparkjobs.compacted import read
+        from sparkjobs.compaction.compact import CompactJob, compact
         from sparkjobs.session import get_session
+        from sparkjobs.table.compacted import read
         from sparkjobs.window import Window
 
         own = spark is None

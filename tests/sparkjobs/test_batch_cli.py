@@ -24,12 +24,12 @@ import sparkjobs.session
 from consumer import cli
 from sparkjobs import cli as jobs_cli
 from sparkjobs.catalog import table_ref
-from sparkjobs.compact import CompactionError, CompactJob
+from sparkjobs.compaction.compact import CompactionError, CompactJob
 from sparkjobs.io import LocalFilesystem
-from sparkjobs.job import COMPACTED_COLUMNS
-from sparkjobs.manifest import RunManifest
-from sparkjobs.publish import HourEntry
-from sparkjobs.table import replace_hours
+from sparkjobs.table.columns import COMPACTED_COLUMNS
+from sparkjobs.table.manifest import RunManifest
+from sparkjobs.table.publish import HourEntry
+from sparkjobs.table.table import replace_hours
 
 STREAM = "orders"
 DAY = "2026-11-21"
@@ -183,7 +183,7 @@ class _Runs:
         self.after: dict[tuple[str, str], Callable[[], None]] = {}
         monkeypatch.setattr("sparkjobs.session.get_session", lambda *_, **__: object())
         monkeypatch.setattr("sparkjobs.session.finish", lambda *_: None)
-        monkeypatch.setattr("sparkjobs.compact.compact", self.compact)
+        monkeypatch.setattr("sparkjobs.compaction.compact.compact", self.compact)
         plan = sparkjobs.session.jvm_plan
 
         def jvm_plan(size: int | None) -> Any:
@@ -327,9 +327,9 @@ def test_analyse_runs_every_window_given_in_one_session(
     monkeypatch.setattr("sparkjobs.session.get_session", get_session)
     monkeypatch.setattr("sparkjobs.session.finish", lambda *_: None)
     monkeypatch.setattr(
-        "sparkjobs.analyse.analyse", lambda _, job: analysed.append(job.window.label)
+        "sparkjobs.analysis.analyse.analyse", lambda _, job: analysed.append(job.window.label)
     )
-    monkeypatch.setattr("sparkjobs.report.render_text", lambda _: "summary")
+    monkeypatch.setattr("sparkjobs.analysis.report.render_text", lambda _: "summary")
     assert _analyse(tmp_path, "--window", f"2026-11-20..{DAY}") == 3
     assert analysed == [DAY]
     assert len(sessions) == 1

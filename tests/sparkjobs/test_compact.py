@@ -21,13 +21,13 @@ import pytest
 
 from bench import archives
 from bench.archives import Truth, generate_archive
-from sparkjobs import table as table_module
-from sparkjobs.analyse import AnalyseJob, analyse
+from sparkjobs.analysis.analyse import AnalyseJob, analyse
 from sparkjobs.catalog import TableRef, table_ref
-from sparkjobs.compact import CompactionError, CompactJob, RunManifest, compact
-from sparkjobs.compacted import current_files, window_entries
-from sparkjobs.manifest import manifest_uri
-from sparkjobs.table import open_table
+from sparkjobs.compaction.compact import CompactionError, CompactJob, RunManifest, compact
+from sparkjobs.table import table as table_module
+from sparkjobs.table.compacted import current_files, window_entries
+from sparkjobs.table.manifest import manifest_uri
+from sparkjobs.table.table import open_table
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 The next day's run reads the day before for its dedupe horizon. Where those hours are
 published from the objects they hold now, it reads their index (Parquet) instead of
 every landed object again, and must decide exactly what reading the objects decides:
-the rule (:mod:`sparkjobs.dedupe`) over every copy, dropped ones included.
+the rule (:mod:`sparkjobs.compaction.dedupe`) over every copy, dropped ones included.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import duckdb
 import pytest
 
 from sparkjobs.catalog import table_ref
-from sparkjobs.compact import CompactJob, compact
-from sparkjobs.compacted import current_files, window_entries
-from sparkjobs.dedupe import Copy, fates
+from sparkjobs.compaction.compact import CompactJob, compact
+from sparkjobs.compaction.dedupe import Copy, fates
 from sparkjobs.io import Filesystem, HadoopFilesystem, LocalFilesystem
+from sparkjobs.table.compacted import current_files, window_entries
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
 """Compaction planning without Spark: listings, lookback, stale hours, the fallback's triage.
 
 Everything here runs on an in-memory listing (no JVM, no pyspark import):
-:mod:`sparkjobs.plan` decides which hours a run rewrites and which objects it reads,
-:mod:`sparkjobs.fallback` sorts checked objects into read, saved and reported.
+:mod:`sparkjobs.compaction.plan` decides which hours a run rewrites and which objects it reads,
+:mod:`sparkjobs.compaction.fallback` sorts checked objects into read, saved and reported.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkjobs.fallback import VANISHED, triage
-from sparkjobs.io import Listed
-from sparkjobs.job import CompactJob
-from sparkjobs.plan import (
+from sparkjobs.compaction.fallback import VANISHED, triage
+from sparkjobs.compaction.job import CompactJob
+from sparkjobs.compaction.plan import (
     WindowPlan,
     _inputs_and_digests,
     _OwnDigests,
@@ -30,7 +29,8 @@ from sparkjobs.plan import (
     partitions_for,
     plan_window,
 )
-from sparkjobs.publish import HourEntry, InputFile, inputs_digest
+from sparkjobs.io import Listed
+from sparkjobs.table.publish import HourEntry, InputFile, inputs_digest
 from sparkjobs.window import Window, hour_label, parse_hour
 
 REPO = Path(__file__).resolve().parents[2]
@@ -344,7 +344,12 @@ def test_planning_imports_no_pyspark() -> None:
     """The planning modules and everything of the project they import load without
     pyspark, so these decisions are tested (and made) without a JVM."""
     seen: set[str] = set()
-    todo = ["sparkjobs.plan", "sparkjobs.fallback", "sparkjobs.job", "sparkjobs.manifest"]
+    todo = [
+        "sparkjobs.compaction.plan",
+        "sparkjobs.compaction.fallback",
+        "sparkjobs.compaction.job",
+        "sparkjobs.table.manifest",
+    ]
     while todo:
         module = todo.pop()
         if module in seen or not (REPO / (module.replace(".", "/") + ".py")).exists():
@@ -353,4 +358,4 @@ def test_planning_imports_no_pyspark() -> None:
         imported = _module_imports(module)
         assert not {name for name in imported if name.split(".")[0] == "pyspark"}, module
         todo.extend(name for name in imported if name.split(".")[0] in {"sparkjobs", "consumer"})
-    assert {"sparkjobs.plan", "sparkjobs.io", "sparkjobs.publish"} <= seen
+    assert {"sparkjobs.compaction.plan", "sparkjobs.io", "sparkjobs.table.publish"} <= seen

@@ -23,7 +23,7 @@ import pytest
 
 from bench.archives import generate_archive
 from sparkjobs.catalog import table_ref
-from sparkjobs.compacted import current_files, window_entries
+from sparkjobs.table.compacted import current_files, window_entries
 from sparkjobs.window import Window
 
 pytestmark = [pytest.mark.deep, pytest.mark.processes, pytest.mark.spark]  # two JVMs: ~85 s

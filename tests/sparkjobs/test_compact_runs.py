@@ -20,8 +20,8 @@ import pytest
 
 from consumer import cli
 from sparkjobs.catalog import table_ref
-from sparkjobs.compact import CompactJob, compact
-from sparkjobs.compacted import current_files
+from sparkjobs.compaction.compact import CompactJob, compact
+from sparkjobs.table.compacted import current_files
 from sparkjobs.window import Window
 from tests.support.landed import STREAM, line, write_object
 

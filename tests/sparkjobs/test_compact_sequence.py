@@ -1,5 +1,5 @@
 """Producer duplicates without an event id, by (partition key, producer sequence): the
-Spark job against :mod:`sparkjobs.dedupe`'s rule, day by day through each hour's index
+Spark job against :mod:`sparkjobs.compaction.dedupe`'s rule, day by day through each hour's index
 and in one run of both days, and the counts kept apart from event-id duplicates."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from sparkjobs.catalog import table_ref
-from sparkjobs.compact import CompactJob, compact
-from sparkjobs.compacted import current_files
-from sparkjobs.dedupe import Copy, fates
+from sparkjobs.compaction.compact import CompactJob, compact
+from sparkjobs.compaction.dedupe import Copy, fates
+from sparkjobs.table.compacted import current_files
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:

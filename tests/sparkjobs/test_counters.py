@@ -1,5 +1,5 @@
 """The compaction's counts by hour and cause: the jar's one aggregate against Spark's
-counters (:mod:`sparkjobs.counters`).
+counters (:mod:`sparkjobs.compaction.counters`).
 
 Both ways observe the same rows of random codes (nulls and unused causes included) in
 one Spark plan and must give the same counts, which are also counted here in Python.
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pyspark.sql import Observation
 from pyspark.sql import functions as sf
 
-from sparkjobs import counters
-from sparkjobs.counters import CAUSES, SEQUENCE
+from sparkjobs.compaction import counters
+from sparkjobs.compaction.counters import CAUSES, SEQUENCE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

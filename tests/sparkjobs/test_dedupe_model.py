@@ -1,9 +1,10 @@
 """One dedupe model, whatever the run shape: the rule, and runs that agree with it.
 
-:mod:`sparkjobs.dedupe` is the rule; :mod:`sparkjobs.plan` decides which hours a run
-rewrites and which objects it reads. Together they must make every published hour hold
-what a from-scratch compaction of the same archive would: day runs, hour runs, re-runs
-after late objects, in any order. The property test below simulates such run sequences
+:mod:`sparkjobs.compaction.dedupe` is the rule; :mod:`sparkjobs.compaction.plan` decides
+which hours a run rewrites and which objects it reads. Together they must make every
+published hour hold what a from-scratch compaction of the same archive would: day runs,
+hour runs, re-runs after late objects, in any order. The property test below simulates
+such run sequences
 with the real planning and the reference rule (no Spark: the Spark job is held to the
 same rule in test_compact.py), over random archives that grow between runs.
 """
@@ -19,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.archive.layout import parse_relative
-from sparkjobs.dedupe import Copy, fates
-from sparkjobs.job import CompactJob
-from sparkjobs.plan import inputs_of, plan_window
-from sparkjobs.publish import HourEntry, InputFile, inputs_digest
+from sparkjobs.compaction.dedupe import Copy, fates
+from sparkjobs.compaction.job import CompactJob
+from sparkjobs.compaction.plan import inputs_of, plan_window
+from sparkjobs.table.publish import HourEntry, InputFile, inputs_digest
 from sparkjobs.window import Window, hour_label
 
 START = datetime(2026, 11, 20, tzinfo=UTC)

@@ -21,8 +21,8 @@ import pytest
 from bench.archives import generate_archive
 from consumer.cli.emulators import LocalStack
 from sparkjobs.catalog import table_ref
-from sparkjobs.compact import CompactJob, compact
-from sparkjobs.table import files_of, open_table, published
+from sparkjobs.compaction.compact import CompactJob, compact
+from sparkjobs.table.table import files_of, open_table, published
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The reader jar's header split (``LandedObjectLines$Header``) against ``from_json``.
 
 The compaction splits a line in exactly the lander's form with the jar's function and
-parses every other line with ``from_json`` (:func:`sparkjobs.lines.parse`). The two must
+parses every other line with ``from_json`` (:func:`sparkjobs.compaction.lines.parse`). The two must
 give the same columns for any line, so lines are generated here by hand (not by the
 lander's writer): the lander's form with any header values and payloads, and that form
 bent every way a writer could bend it (escapes, unicode, blanks, other key orders,
@@ -26,8 +26,8 @@ from consumer.archive.envelope import HEADER, parse_line
 from consumer.landing.envelope import Encoder, EventIdPointer
 from consumer.sequence import Position
 from consumer.stream.records import Record
-from sparkjobs import objectreader
-from sparkjobs.lines import parse
+from sparkjobs.compaction import objectreader
+from sparkjobs.compaction.lines import parse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

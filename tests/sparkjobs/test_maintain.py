@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 
 from bench import archives
 from bench.archives import generate_archive
-from sparkjobs import table as table_module
 from sparkjobs.catalog import TableRef, table_ref
-from sparkjobs.compact import CompactJob, compact
-from sparkjobs.compacted import current_files, hour_runs
+from sparkjobs.compaction.compact import CompactJob, compact
 from sparkjobs.io import LocalFilesystem
-from sparkjobs.maintain import Found, maintain, orphans, referenced_files
-from sparkjobs.manifest import newest_by_hour
-from sparkjobs.table import open_table, published
+from sparkjobs.table import table as table_module
+from sparkjobs.table.compacted import current_files, hour_runs
+from sparkjobs.table.maintain import Found, maintain, orphans, referenced_files
+from sparkjobs.table.manifest import newest_by_hour
+from sparkjobs.table.table import open_table, published
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:

@@ -19,13 +19,13 @@ import pytest
 from bench.archives import generate_archive
 from consumer import cli
 from sparkjobs.catalog import table_ref
-from sparkjobs.compact import CompactJob, compact
-from sparkjobs.compacted import hour_runs
+from sparkjobs.compaction.compact import CompactJob, compact
 from sparkjobs.io import LocalFilesystem
-from sparkjobs.manifest import manifest_uri
-from sparkjobs.migrate import PointerEntry, migrate, parse_pointer, resolve
-from sparkjobs.publish import HourEntry
-from sparkjobs.table import files_of, open_table, published
+from sparkjobs.table.compacted import hour_runs
+from sparkjobs.table.manifest import manifest_uri
+from sparkjobs.table.migrate import PointerEntry, migrate, parse_pointer, resolve
+from sparkjobs.table.publish import HourEntry
+from sparkjobs.table.table import files_of, open_table, published
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:

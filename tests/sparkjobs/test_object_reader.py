@@ -1,6 +1,6 @@
 """The compaction's object reader: the text reader's lines, and stricter about gzip.
 
-The Java function (sparkjobs/jvm/LandedObjectLines.java) is called through Spark SQL on
+The Java function (sparkjobs/compaction/jvm/LandedObjectLines.java) is called through Spark SQL on
 objects built here byte by byte: gzip members with every optional header field, split
 anywhere, lines ended by LF, CR or CRLF (what Hadoop's line reader splits on, and
 ``bytes.splitlines``). Every damaged object it is given must fail it exactly where
@@ -28,19 +28,19 @@ from hypothesis import strategies as st
 from bench.prodlike import DAY, STREAM, generate
 from consumer import cli
 from consumer.archive.codec import check_object
-from sparkjobs import counters, objectreader
 from sparkjobs.catalog import table_ref
 from sparkjobs.cli import BAD_CONFIG
-from sparkjobs.compact import reader_for
-from sparkjobs.compacted import current_files
+from sparkjobs.compaction import counters, objectreader
+from sparkjobs.compaction.compact import reader_for
 from sparkjobs.session import cache_dir, with_object_reader
+from sparkjobs.table.compacted import current_files
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from sparkjobs.plan import WindowPlan
-    from sparkjobs.publish import InputFile
+    from sparkjobs.compaction.plan import WindowPlan
+    from sparkjobs.table.publish import InputFile
 
 FNAME, FCOMMENT, FEXTRA, FHCRC = 8, 16, 4, 2
 
@@ -247,7 +247,7 @@ def test_a_clean_archive_is_read_by_path_with_the_same_rows(
         calls.append(len(files))
         return real(spark, source, files)
 
-    monkeypatch.setattr("sparkjobs.sparkplan.listed_objects", spy)
+    monkeypatch.setattr("sparkjobs.compaction.sparkplan.listed_objects", spy)
     by_path = _compact(monkeypatch, archive, tmp_path / "by-path")
     assert len(calls) == 1
     assert calls[0] > 100
@@ -258,7 +258,7 @@ def test_a_clean_archive_is_read_by_path_with_the_same_rows(
         first = replace(files[0], size=files[0].size + 1)
         return real(spark, source, [first, *files[1:]])
 
-    monkeypatch.setattr("sparkjobs.sparkplan.listed_objects", resized)
+    monkeypatch.setattr("sparkjobs.compaction.sparkplan.listed_objects", resized)
     checked = _compact(monkeypatch, archive, tmp_path / "checked")
     assert len(calls) == 2  # once, then the checked read lists the folders
     assert "check_s" in checked["timings"]

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkjobs.analyse import AnalyseJob, analyse
+from sparkjobs.analysis.analyse import AnalyseJob, analyse
 from sparkjobs.catalog import table_ref
-from sparkjobs.compact import CompactJob, compact
-from sparkjobs.compacted import current_files
+from sparkjobs.compaction.compact import CompactJob, compact
+from sparkjobs.table.compacted import current_files
 from sparkjobs.window import Window
 from tests.support.landed import STREAM, line, write_object
 

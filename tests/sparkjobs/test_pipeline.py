@@ -25,7 +25,7 @@ import pytest
 
 from consumer.cli.harness import wait_until
 from sparkjobs.catalog import table_ref
-from sparkjobs.compacted import current_files
+from sparkjobs.table.compacted import current_files
 from sparkjobs.window import Window
 from tests.support.cluster import REPO, Cluster
 

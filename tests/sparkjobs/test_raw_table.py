@@ -10,7 +10,7 @@ from consumer import cli
 from consumer.archive.envelope import FIELDS
 from consumer.cli.emulators import LocalStack
 from sparkjobs.catalog import table_name
-from sparkjobs.rawtable import table_input
+from sparkjobs.table.rawtable import table_input
 
 STREAM = "Orders.EU-1"
 

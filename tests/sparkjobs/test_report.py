@@ -1,6 +1,6 @@
 """The analysis report: one well-formed, self-contained, escaped page, and a short summary.
 
-No Spark here: the report renders plain :mod:`sparkjobs.findings` data.
+No Spark here: the report renders plain :mod:`sparkjobs.analysis.findings` data.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 
-from sparkjobs.findings import (
+from sparkjobs.analysis.findings import (
     Analysis,
     BadInput,
     DeadLetterStat,
@@ -23,7 +23,7 @@ from sparkjobs.findings import (
     ShardShare,
     VolumePoint,
 )
-from sparkjobs.report import render_html, render_text
+from sparkjobs.analysis.report import render_html, render_text
 
 START = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 HOSTILE = '<script>alert(1)</script> & "quote'

@@ -32,7 +32,7 @@ from consumer.landing.envelope import Encoder, EventIdPointer
 from consumer.sequence import Position
 from consumer.stream.records import Record
 from sparkjobs.catalog import table_ref
-from sparkjobs.table import files_of, open_table, published
+from sparkjobs.table.table import files_of, open_table, published
 from tests.support.s3a import REPO, find_jars, spark_submit_args
 
 JARS = find_jars()

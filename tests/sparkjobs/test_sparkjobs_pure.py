@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from consumer.archive.codec import check_object, recover_lines
 from consumer.archive.layout import parse_relative
 from sparkjobs.io import LocalFilesystem
-from sparkjobs.publish import (
+from sparkjobs.table.publish import (
     HourEntry,
     InputFile,
     entries_from_summaries,

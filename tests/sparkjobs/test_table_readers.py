@@ -20,7 +20,7 @@ import pytest
 from bench import archives
 from bench.archives import generate_archive
 from bench.sidevenv import REPO, SideVenvError, ensure_venv
-from sparkjobs.compact import CompactJob, compact
+from sparkjobs.compaction.compact import CompactJob, compact
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:

@@ -12,12 +12,12 @@ import json
 from pyspark.sql import DataFrame, SparkSession
 
 from consumer.archive.layout import stream_folder
-from sparkjobs import table
 from sparkjobs.catalog import TableRef
 from sparkjobs.io import Filesystem, join
-from sparkjobs.manifest import newest_by_hour
-from sparkjobs.publish import HourEntry
-from sparkjobs.schema import COMPACTED
+from sparkjobs.table import table
+from sparkjobs.table.manifest import newest_by_hour
+from sparkjobs.table.publish import HourEntry
+from sparkjobs.table.schema import COMPACTED
 from sparkjobs.window import Window, hour_label
 
 

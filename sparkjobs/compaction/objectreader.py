@@ -3,10 +3,10 @@
 Spark's text reader pays about 0.7 ms per file before it reads a byte (each file's
 reader copies the job's 1,100-key Hadoop configuration and scans it again), and a day is
 ~8,800 small objects. So when it can, the compaction reads objects with Spark's
-``binaryFile`` source and a small Java function (``sparkjobs/jvm/LandedObjectLines.java``)
-that inflates each object and splits it into lines: the same lines, bytes untouched,
-with every gzip member's CRC-32 and length checked (docs/benchmarks.md has what it
-saves).
+``binaryFile`` source and a small Java function
+(``sparkjobs/compaction/jvm/LandedObjectLines.java``) that inflates each object and
+splits it into lines: the same lines, bytes untouched, with every gzip member's CRC-32
+and length checked (docs/benchmarks.md has what it saves).
 
 Where the function's jar comes from (:func:`reader_jar`): ``LANDER_SPARK_READER_JAR``
 names a jar, or ``off`` (the text reader, always); unset, a jar built once from the
@@ -47,14 +47,14 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import ArrayType, BinaryType, DataType, StructField, StructType
 
 from consumer.archive.envelope import DATA
+from sparkjobs.compaction.plan import hour_label_of
 from sparkjobs.io import join
-from sparkjobs.plan import hour_label_of
-from sparkjobs.schema import CORRUPT, LANDED
+from sparkjobs.table.schema import CORRUPT, LANDED
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparkjobs.publish import InputFile
+    from sparkjobs.table.publish import InputFile
 
 CLASS = "kinesislander.spark.LandedObjectLines"
 FUNCTION = "lander_object_lines"
@@ -64,7 +64,7 @@ BY_PATH = "lander_listed_object_lines"
 HEADER_CLASS = f"{CLASS}$Header"
 HEADER = "lander_line_header"
 """A line (bytes) -> its header fields and payload (:data:`HEADER_TYPE`) if the line is
-in exactly the lander's form, else null (:func:`sparkjobs.lines.parse`)."""
+in exactly the lander's form, else null (:func:`sparkjobs.compaction.lines.parse`)."""
 HEADER_TYPE = StructType(
     [f for f in LANDED.fields if f.name not in {DATA, CORRUPT}]
     + [StructField("payload", BinaryType())]

@@ -1,6 +1,7 @@
-"""Render an :class:`~sparkjobs.findings.Analysis` as one HTML page or a short text summary.
+"""Render an :class:`~sparkjobs.analysis.findings.Analysis` as one HTML page or a short
+text summary.
 
-Standard library only. The charts are inline SVG (:mod:`sparkjobs.charts`), so the page
+Standard library only. The charts are inline SVG (:mod:`sparkjobs.analysis.charts`), so the page
 opens from a laptop, a console download or a mail attachment with no network, fonts or
 JavaScript. Everything that came from the stream or the bucket (stream name, partition
 keys, producers, file names, reasons, details) goes through ``html.escape``.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html import escape
 
-from sparkjobs.charts import (
+from sparkjobs.analysis.charts import (
     GREY,
     PALETTE,
     Bar,
@@ -28,7 +29,7 @@ from sparkjobs.charts import (
     round_minutes,
     stacked_bars,
 )
-from sparkjobs.findings import Analysis, Lateness, ShardShare, VolumePoint
+from sparkjobs.analysis.findings import Analysis, Lateness, ShardShare, VolumePoint
 
 __all__ = ["render_html", "render_text"]
 

@@ -11,7 +11,7 @@ Tables (Parquet, under ``{reports}/stream={stream}/{window}/tables/``):
   ``sequence_pointer`` is set;
 - ``dead_letters``: the window's dead letters by reason, when the archive is given.
 
-The same findings become ``report.html`` (:mod:`sparkjobs.report`).
+The same findings become ``report.html`` (:mod:`sparkjobs.analysis.report`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from pyspark.sql import functions as sf
 
 from consumer.archive.codec import GLOB
 from consumer.archive.layout import DEAD_LETTER, hour_folder, parse_relative, stream_folder
-from sparkjobs import compacted
-from sparkjobs.catalog import TableRef, table_ref
-from sparkjobs.findings import (
+from sparkjobs.analysis.findings import (
     Analysis,
     BadInput,
     DeadLetterStat,
@@ -41,10 +39,12 @@ from sparkjobs.findings import (
     ShardShare,
     VolumePoint,
 )
+from sparkjobs.analysis.report import render_html
+from sparkjobs.catalog import TableRef, table_ref
+from sparkjobs.compaction.lines import json_path
 from sparkjobs.io import Filesystem, filesystem_for, join
-from sparkjobs.lines import json_path
-from sparkjobs.manifest import manifest_uri
-from sparkjobs.report import render_html
+from sparkjobs.table import compacted
+from sparkjobs.table.manifest import manifest_uri
 from sparkjobs.window import Window, parse_hour
 
 log = structlog.get_logger("sparkjobs.analyse")

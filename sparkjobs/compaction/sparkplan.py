@@ -6,10 +6,10 @@ order, a file hash for ties, the output columns. Positions are compared after it
 second shuffle sizes files: an hour gets as many files as the window has partitions.
 
 - :func:`_read_lines` reads the landed lines as text and splits them
-  (:mod:`sparkjobs.lines`), with the lines saved from truncated objects
-  (:mod:`sparkjobs.fallback`);
+  (:mod:`sparkjobs.compaction.lines`), with the lines saved from truncated objects
+  (:mod:`sparkjobs.compaction.fallback`);
 - :func:`_prepare` parses, validates and keys every line, counting malformed ones;
-- :func:`_label` gives each line its fate by :mod:`sparkjobs.dedupe`'s rule: a copy at
+- :func:`_label` gives each line its fate by :mod:`sparkjobs.compaction.dedupe`'s rule: a copy at
   the same position as the one before it is a *transport* duplicate (a replayed
   landing), a record whose event id arrived at most the horizon before it a *producer*
   duplicate (a retried put), one without an event id whose producer sequence (partition
@@ -17,12 +17,12 @@ second shuffle sizes files: an hour gets as many files as the window has partiti
 - :func:`_write` writes the kept lines as Parquet partitioned by ``dt``/``hour`` into
   the run's folder, counting per hour and cause while it runs; the dropped copies go
   to ``dt=dropped-…`` folders beside them, in the same pass, only what dedupe compares
-  (:func:`sparkjobs.compact.compact` moves them out of the table's folder);
-- :func:`sparkjobs.sparkkeys.index_rows` reads the horizon hours that have an index
+  (:func:`sparkjobs.compaction.compact.compact` moves them out of the table's folder);
+- :func:`sparkjobs.compaction.sparkkeys.index_rows` reads the horizon hours that have an index
   (their published rows and dropped copies) as lines of no hour, instead of their
-  landed objects; :func:`sparkjobs.sparkkeys.dedupe_key` keys every line.
+  landed objects; :func:`sparkjobs.compaction.sparkkeys.dedupe_key` keys every line.
 
-:class:`SparkPlan` runs these for :func:`sparkjobs.compact.compact`.
+:class:`SparkPlan` runs these for :func:`sparkjobs.compaction.compact.compact`.
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ from pyspark.sql import functions as sf
 
 from consumer.archive.codec import GLOB
 from consumer.archive.layout import KEY_DEPTH
-from sparkjobs import counters
-from sparkjobs.counters import CAUSES, KEPT, MALFORMED, PRODUCER, SEQUENCE, TRANSPORT
-from sparkjobs.fallback import SavedLine
-from sparkjobs.job import CompactJob
-from sparkjobs.lines import parse
-from sparkjobs.manifest import BadFile
-from sparkjobs.objectreader import FUNCTION, listed_objects, literal_rows
-from sparkjobs.plan import hour_label_of
-from sparkjobs.publish import InputFile
-from sparkjobs.schema import COMPACTED, CORRUPT, field_ids
-from sparkjobs.sparkkeys import BAD_LINE, BY_EVENT, BY_SEQUENCE, dedupe_key, index_rows
+from sparkjobs.compaction import counters
+from sparkjobs.compaction.counters import CAUSES, KEPT, MALFORMED, PRODUCER, SEQUENCE, TRANSPORT
+from sparkjobs.compaction.fallback import SavedLine
+from sparkjobs.compaction.job import CompactJob
+from sparkjobs.compaction.lines import parse
+from sparkjobs.compaction.objectreader import FUNCTION, listed_objects, literal_rows
+from sparkjobs.compaction.plan import hour_label_of
+from sparkjobs.compaction.sparkkeys import BAD_LINE, BY_EVENT, BY_SEQUENCE, dedupe_key, index_rows
+from sparkjobs.table.manifest import BadFile
+from sparkjobs.table.publish import InputFile
+from sparkjobs.table.schema import COMPACTED, CORRUPT, field_ids
 
 SEQUENCE_DIGITS = 128
 """Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
@@ -67,15 +67,15 @@ def _read_lines(
 ) -> DataFrame:
     """Landed lines of the objects in ``good``, plus the lines saved from truncated ones.
 
-    Read as text and split by :func:`sparkjobs.lines.parse`: the header parsed, the
+    Read as text and split by :func:`sparkjobs.compaction.lines.parse`: the header parsed, the
     payload kept as written. Not ``tolerant``, a damaged object fails the read (the fast
     path: nothing is checked up front). ``tolerant``, the caller has already classified
     every object and only the lines of those in ``good`` are kept (the text reader skips
     what it cannot decode; the object reader decodes only ``good``). ``whole_objects``: read
-    by :mod:`sparkjobs.objectreader` (each object whole, split in the JVM) instead of
+    by :mod:`sparkjobs.compaction.objectreader` (each object whole, split in the JVM) instead of
     Spark's text reader; the same rows. ``listed``: those objects' lines as
-    :func:`sparkjobs.objectreader.listed_objects` reads them (by path, no folder listed).
-    ``fast_header``: see :func:`sparkjobs.lines.parse`.
+    :func:`sparkjobs.compaction.objectreader.listed_objects` reads them (by path, no folder listed).
+    ``fast_header``: see :func:`sparkjobs.compaction.lines.parse`.
     """
     path = sf.col("_metadata.file_path")
     reader = (
@@ -208,7 +208,7 @@ Without one a day compacts with ~25% less CPU into files ~2% larger."""
 def _label(prepared: DataFrame, partitions: int, horizon_minutes: int) -> DataFrame:
     """Each line's fate (``cause``): KEPT, TRANSPORT, PRODUCER or MALFORMED.
 
-    :mod:`sparkjobs.dedupe`'s rule in one window step: lines sharing a key (event id,
+    :mod:`sparkjobs.compaction.dedupe`'s rule in one window step: lines sharing a key (event id,
     else position) are ordered by arrival, shard, sequence number (as a number),
     subsequence and file. A line at the same position as the line before it is a
     transport duplicate; a line with an event id that arrived at most the horizon after
@@ -246,7 +246,7 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
     fast_counts: bool,
 ) -> None:
     # The code is a column of its own, computed once per row: as an expression inside
-    # each of Spark's counters (no jar: :mod:`sparkjobs.counters`) it was evaluated
+    # each of Spark's counters (no jar: :mod:`sparkjobs.compaction.counters`) it was evaluated
     # once per counter, 96 times a row (about a fifth of a warm day's CPU: the
     # observed aggregates share no subexpressions).
     code = sf.when(sf.col("slot") >= 0, sf.col("slot") * CAUSES + sf.col("cause"))
@@ -340,12 +340,14 @@ class SparkPlan:
         self.index_files = index_files or []
         """The Parquet files of the horizon hours read through their index."""
         self.whole_objects = whole_objects
-        """Read objects whole (:mod:`sparkjobs.objectreader`), not with the text reader."""
+        """Read objects whole (:mod:`sparkjobs.compaction.objectreader`), not with the text
+        reader."""
         self.listed = listed
         self.fast_header = fast_header
-        """Lines in the lander's exact form split by the jar (:func:`sparkjobs.lines.parse`)."""
+        """Lines in the lander's exact form split by the jar
+        (:func:`sparkjobs.compaction.lines.parse`)."""
         self.fast_counts = fast_counts
-        """Counts by the jar's one aggregate (:mod:`sparkjobs.counters`)."""
+        """Counts by the jar's one aggregate (:mod:`sparkjobs.compaction.counters`)."""
         self._lines: DataFrame | None = None
 
     def run(self, good: list[str], saved: list[SavedLine], *, tolerant: bool) -> dict[str, Any]:

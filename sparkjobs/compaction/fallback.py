@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from consumer.archive.codec import GLOB, FileCheck, check_object, recover_lines
 from consumer.archive.layout import parse_relative
-from sparkjobs.manifest import BadFile
-from sparkjobs.publish import InputFile
+from sparkjobs.table.manifest import BadFile
+from sparkjobs.table.publish import InputFile
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

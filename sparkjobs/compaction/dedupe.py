@@ -19,8 +19,8 @@ The rule (docs/sparkjobs.md, "What counts as a duplicate"):
 
 So a run needs, besides the hours it rewrites, every record of the horizon before
 them, and an hour is stale when its own objects or those of the horizon before it
-change (:mod:`sparkjobs.plan`). The Spark job computes the same rule in one window step
-(:mod:`sparkjobs.sparkplan`); this module is the reference the tests hold both the job
+change (:mod:`sparkjobs.compaction.plan`). The Spark job computes the same rule in one window step
+(:mod:`sparkjobs.compaction.sparkplan`); this module is the reference the tests hold both the job
 and the planning to.
 """
 

@@ -29,10 +29,10 @@ from typing import Any
 from consumer.archive.layout import stream_folder
 from sparkjobs.catalog import TableRef, for_each_table
 from sparkjobs.io import Filesystem, filesystem_for, is_local, join
-from sparkjobs.manifest import manifest_uri
-from sparkjobs.publish import HourEntry
 from sparkjobs.settings import TableSettings
-from sparkjobs.table import replace_hours
+from sparkjobs.table.manifest import manifest_uri
+from sparkjobs.table.publish import HourEntry
+from sparkjobs.table.table import replace_hours
 
 POINTER_FORMAT = 1
 

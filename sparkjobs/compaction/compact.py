@@ -4,21 +4,21 @@ The job, for a stream and a window (a day or an hour), step by step in :func:`co
 
 1. lists the window's hour folders (and those of the dedupe horizon before it) and
    compares each hour's inputs with what is published: only *stale* hours (never compacted, or
-   with late files since) are read and rewritten (:mod:`sparkjobs.plan`, pure);
+   with late files since) are read and rewritten (:mod:`sparkjobs.compaction.plan`, pure);
 2. reads the lines as text, the header parsed and the payload kept as written
-   (:mod:`sparkjobs.lines`), trusting the gzip streams: a damaged one
+   (:mod:`sparkjobs.compaction.lines`), trusting the gzip streams: a damaged one
    fails the read, and only then is every object checked and the window read again:
    truncated objects give up their complete lines, corrupt ones are left out, both are
-   reported (:mod:`sparkjobs.fallback`, with :mod:`consumer.archive.codec`);
-3. dedupes in one window step by :mod:`sparkjobs.dedupe`'s rule: a copy at the same
+   reported (:mod:`sparkjobs.compaction.fallback`, with :mod:`consumer.archive.codec`);
+3. dedupes in one window step by :mod:`sparkjobs.compaction.dedupe`'s rule: a copy at the same
    position as the one before it is a *transport* duplicate (a replayed landing), a
    record whose event id arrived at most the horizon before it a *producer* duplicate
-   (a retried put) (:mod:`sparkjobs.sparkplan`);
+   (a retried put) (:mod:`sparkjobs.compaction.sparkplan`);
 4. writes Parquet, one folder per hour, into a folder of its own, and publishes it by
-   one Iceberg commit that replaces exactly the rewritten hours (:mod:`sparkjobs.table`),
-   then writes the run's manifest (:mod:`sparkjobs.manifest`).
+   one Iceberg commit that replaces exactly the rewritten hours (:mod:`sparkjobs.table.table`),
+   then writes the run's manifest (:mod:`sparkjobs.table.manifest`).
 
-The job itself is described by :class:`~sparkjobs.job.CompactJob`.
+The job itself is described by :class:`~sparkjobs.compaction.job.CompactJob`.
 
 Layout under ``{output}/``::
 
@@ -40,15 +40,22 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import structlog
 
 from consumer.archive.layout import hour_folder, hour_of
-from sparkjobs import counters, objectreader, table
-from sparkjobs.catalog import TableRef, ref_for
-from sparkjobs.fallback import check_inputs, triage
+from sparkjobs.catalog import TableRef
+from sparkjobs.compaction import counters, objectreader
+from sparkjobs.compaction.fallback import check_inputs, triage
+from sparkjobs.compaction.job import CompactionError, CompactJob, MiB, ref_for
+from sparkjobs.compaction.plan import (
+    WindowPlan,
+    has_landed_input,
+    list_inputs,
+    partitions_for,
+    plan_window,
+)
+from sparkjobs.compaction.sparkplan import DROPPED_DT, SparkPlan
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
-from sparkjobs.job import CompactionError, CompactJob, MiB
-from sparkjobs.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
-from sparkjobs.plan import WindowPlan, has_landed_input, list_inputs, partitions_for, plan_window
-from sparkjobs.publish import HourEntry, InputFile, input_order, inputs_digest
-from sparkjobs.sparkplan import DROPPED_DT, SparkPlan
+from sparkjobs.table import table
+from sparkjobs.table.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
+from sparkjobs.table.publish import HourEntry, InputFile, input_order, inputs_digest
 from sparkjobs.window import hour_label, parse_hour
 
 if TYPE_CHECKING:
@@ -78,7 +85,7 @@ def compact(
 ) -> RunManifest:
     """Compact one window; return (and write) the run's manifest.
 
-    ``listed``: the archive's listing (:func:`~sparkjobs.plan.list_inputs`) when the
+    ``listed``: the archive's listing (:func:`~sparkjobs.compaction.plan.list_inputs`) when the
     caller already made it, so it is not listed twice.
     """
     fs = fs or filesystem_for(job.output, spark)
@@ -164,7 +171,7 @@ def compact(
 
 
 def reader_for(spark: SparkSession, plan: WindowPlan) -> str:
-    """How the run reads its objects: whole (:mod:`sparkjobs.objectreader`) when the
+    """How the run reads its objects: whole (:mod:`sparkjobs.compaction.objectreader`) when the
     session has the reader and no object is too large to hold, else as text."""
     largest = max((f.size for f in plan.read.values()), default=0)
     if largest <= objectreader.WHOLE_OBJECT_MAX_BYTES and objectreader.enable(spark):

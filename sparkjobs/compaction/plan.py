@@ -5,17 +5,17 @@ published comes in as entries, and nothing here imports pyspark, so every decisi
 tested without a JVM (tests/sparkjobs/test_compact_plan.py).
 
 - An hour's result depends on its own objects and on those of the dedupe horizon
-  before it (:func:`inputs_of`; the rule is :mod:`sparkjobs.dedupe`'s), so the hours
+  before it (:func:`inputs_of`; the rule is :mod:`sparkjobs.compaction.dedupe`'s), so the hours
   listed are the window's and those its horizon reaches into (:func:`listed_hours`).
 - An hour is *stale* when the digest of those inputs is not the published one
-  (:func:`sparkjobs.publish.stale_hours`); only stale hours are read and rewritten.
+  (:func:`sparkjobs.table.publish.stale_hours`); only stale hours are read and rewritten.
 - A run reads the folders of its stale hours and those of the horizon before them
   (:attr:`WindowPlan.folders`): whole hour folders where the horizon covers the hour,
   minute folders where it covers part of one.
 - A horizon hour that is not rewritten and whose published entry was made from the
   objects it holds now is read through its *index* instead (:attr:`WindowPlan.indexed`):
   the hour's published rows and its dropped copies, which together are every line of
-  its objects (:attr:`~sparkjobs.publish.HourEntry.own_digest`). Only what dedupe
+  its objects (:attr:`~sparkjobs.table.publish.HourEntry.own_digest`). Only what dedupe
   compares is read from them, in Parquet, instead of every landed object again.
 """
 
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from consumer.archive.layout import RelativeKey, hour_folder, minute_folder, parse_relative
+from sparkjobs.compaction.job import CompactJob
 from sparkjobs.io import Filesystem, Listed, join
-from sparkjobs.job import CompactJob
-from sparkjobs.publish import (
+from sparkjobs.table.publish import (
     HourEntry,
     InputFile,
     digest_text,

@@ -2,7 +2,7 @@
 
 Written to ``{output}/_manifests/stream={stream}/{run_id}.json`` after the commit that
 publishes the run (outside the table's location, so no engine's orphan-file cleanup
-takes it for an orphan), and returned by :func:`sparkjobs.compact.compact`. Pure.
+takes it for an orphan), and returned by :func:`sparkjobs.compaction.compact.compact`. Pure.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from consumer.archive.layout import stream_folder
 from sparkjobs.io import join
-from sparkjobs.publish import InputFile
+from sparkjobs.table.publish import InputFile
 
 TOTALS = (
     "input_files",
@@ -84,7 +84,7 @@ class RunManifest:
     timings: dict[str, float] = field(default_factory=dict)
     reader: str = ""
     """How the objects were read: ``objects`` (whole, split in the JVM:
-    :mod:`sparkjobs.objectreader`) or ``text`` (Spark's text reader)."""
+    :mod:`sparkjobs.compaction.objectreader`) or ``text`` (Spark's text reader)."""
     table: str = ""
     published_hours: list[str] = field(default_factory=list)
     superseded_hours: list[str] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """What one compaction is: which archive, stream and window, and where its output goes.
 
-Pure (no pyspark), so planning (:mod:`sparkjobs.plan`) and its tests can take a job
-without a JVM; :mod:`sparkjobs.compact` runs it.
+Pure (no pyspark), so planning (:mod:`sparkjobs.compaction.plan`) and its tests can take a job
+without a JVM; :mod:`sparkjobs.compaction.compact` runs it.
 """
 
 from __future__ import annotations
@@ -9,25 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from consumer.archive.layout import stream_folder
+from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.io import join
 from sparkjobs.window import Window
 
 MiB = 1 << 20
-
-COMPACTED_COLUMNS: tuple[tuple[str, str, bool], ...] = (
-    ("stream", "string", False),
-    ("shard_id", "string", False),
-    ("sequence_number", "string", False),
-    ("subsequence_number", "long", False),
-    ("partition_key", "string", True),
-    ("arrival_ts", "timestamp", False),
-    ("landed_ts", "timestamp", True),
-    ("event_id", "string", True),
-    ("data", "string", True),
-)
-"""A compacted row's columns in order: name, kind, and whether Spark may leave it null.
-Spark's schema (:data:`sparkjobs.schema.COMPACTED`) and the Iceberg table's
-(:func:`sparkjobs.table.iceberg_schema`, field ids 1.. in this order) both come from here."""
 
 
 class CompactionError(RuntimeError):
@@ -45,18 +31,19 @@ class CompactJob:
     target_file_bytes: int = 256 * MiB
     horizon_minutes: int = 24 * 60
     """The dedupe horizon (``LANDER_COMPACT_DEDUPE_HORIZON``): a record whose event id
-    arrived at most this long before it is a producer duplicate (:mod:`sparkjobs.dedupe`)."""
+    arrived at most this long before it is a producer duplicate
+    (:mod:`sparkjobs.compaction.dedupe`)."""
     strict: bool = False
     compression: str = "zstd"
     payload_format: str = "json"
     """How ``data`` was landed (``LANDER_PAYLOAD_FORMAT``): ``json`` text, or ``raw`` base64."""
     catalog: str = "lander"
-    """The pyiceberg catalog (``LANDER_CATALOG``; :func:`sparkjobs.table.open_catalog`)."""
+    """The pyiceberg catalog (``LANDER_CATALOG``; :func:`sparkjobs.table.table.open_catalog`)."""
     table: str = "lander.{stream}"
     """The table's identifier, ``{stream}`` standing for the stream (``LANDER_TABLE``)."""
     sequence_pointer: str | None = None
     """``LANDER_SEQUENCE_POINTER``: a record without an event id is deduped by its
-    partition key and this number of its payload (:mod:`sparkjobs.dedupe`)."""
+    partition key and this number of its payload (:mod:`sparkjobs.compaction.dedupe`)."""
 
     @property
     def source(self) -> str:
@@ -67,3 +54,8 @@ class CompactJob:
     def target(self) -> str:
         """The stream's folder in the output."""
         return join(self.output, stream_folder(self.stream))
+
+
+def ref_for(job: CompactJob) -> TableRef:
+    """The table a compaction job publishes to."""
+    return table_ref(job.output, job.stream, job.catalog, job.table)

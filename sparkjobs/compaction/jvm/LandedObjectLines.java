@@ -1,5 +1,5 @@
 /*
- * The lines of one landed object, for the compaction's fast read (sparkjobs/objectreader.py).
+ * The lines of one landed object, for the compaction's fast read (sparkjobs/compaction/objectreader.py).
  *
  * Spark's text reader costs about 0.7 ms per file before it reads a byte: each file's
  * reader copies the job's whole Hadoop Configuration (1,100 keys) and scans it again for
@@ -147,7 +147,7 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
    * A line's header fields and payload, for a line in exactly the form the lander writes
    * (consumer/landing/envelope.py), without a JSON parser: Spark's from_json builds a
    * Jackson parser per line, the largest single cost of the compaction's parse. Any other
-   * line gives null, and the job parses it with from_json (sparkjobs/lines.py), so this
+   * line gives null, and the job parses it with from_json (sparkjobs/compaction/lines.py), so this
    * only has to agree with from_json on the form it accepts:
    *
    * <pre>{"stream":S,"shard_id":S,"sequence_number":S,"subsequence_number":N,
@@ -172,7 +172,7 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
     private static final byte[] DATA = ascii(",\"data\":");
     private static final int LONG_DIGITS = 18;
 
-    /** The fields in the order of sparkjobs.objectreader.HEADER_TYPE; null if the line
+    /** The fields in the order of sparkjobs.compaction.objectreader.HEADER_TYPE; null if the line
      * is not in the form above. */
     @Override
     public Row call(byte[] line) {
@@ -420,7 +420,7 @@ public final class LandedObjectLines implements UDF1<byte[], List<byte[]>> {
 
   /**
    * How many rows carry each small code (0 to CODES - 1; null: not counted), as one
-   * aggregate: the compaction's per hour and cause counts (sparkjobs/counters.py). A
+   * aggregate: the compaction's per hour and cause counts (sparkjobs/compaction/counters.py). A
    * count per code as Spark's own count(CASE WHEN code = k ...) evaluates every counter
    * on every row, about 100 of them for a day; this adds one to one field. The result
    * is the counts as decimal text, comma-separated (Java's encoders have no array).

@@ -4,7 +4,7 @@ A run counts, per hour it rewrites, the malformed lines (before the shuffle) and
 rows of each fate (kept, transport, producer, sequence; while the write runs), with
 Spark observations: no second pass over the data. Two ways to count:
 
-- with the reader jar (:mod:`sparkjobs.objectreader`), one aggregate,
+- with the reader jar (:mod:`sparkjobs.compaction.objectreader`), one aggregate,
   ``LandedObjectLines$Counts``, adds one to the field of a row's code (hour slot and
   cause in one small number): the same work per row however many hours;
 - without it, a ``count(CASE WHEN code = k THEN 1 END)`` per hour and cause, which Spark
@@ -23,7 +23,7 @@ from py4j.java_gateway import JavaClass
 from py4j.protocol import Py4JError
 from pyspark.sql import functions as sf
 
-from sparkjobs.objectreader import CLASS
+from sparkjobs.compaction.objectreader import CLASS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession

@@ -1,6 +1,6 @@
 """The compacted output as an Apache Iceberg table: the table, one commit per run.
 
-Spark writes a run's Parquet (:mod:`sparkjobs.sparkplan`); ``pyiceberg`` publishes it:
+Spark writes a run's Parquet (:mod:`sparkjobs.compaction.sparkplan`); ``pyiceberg`` publishes it:
 
 - **Table.** One per stream in the catalog :mod:`sparkjobs.catalog` names, format v2.
   Partitioned by ``hour(arrival_ts)``:
@@ -11,7 +11,7 @@ Spark writes a run's Parquet (:mod:`sparkjobs.sparkplan`); ``pyiceberg`` publish
   state).
 - **Commit.** A run replaces exactly the hours it rewrote in one ``overwrite`` snapshot:
   the hours' old files out, the new files in, and one summary entry per hour recording
-  what it was made from (:mod:`sparkjobs.publish`). A concurrent commit to the same
+  what it was made from (:mod:`sparkjobs.table.publish`). A concurrent commit to the same
   hours fails pyiceberg's validation; the run then keeps only the hours it still wins
   and commits again (:func:`replace_hours`).
 """
@@ -34,8 +34,8 @@ from sparkjobs.catalog import (
     open_catalog,
     registered,
 )
-from sparkjobs.job import COMPACTED_COLUMNS
-from sparkjobs.publish import HourEntry, entries_from_summaries, summary_of, winning_hours
+from sparkjobs.table.columns import COMPACTED_COLUMNS
+from sparkjobs.table.publish import HourEntry, entries_from_summaries, summary_of, winning_hours
 from sparkjobs.window import HOUR, parse_hour
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ hours another run published from a newer listing, so few are ever needed)."""
 
 
 def iceberg_schema() -> Schema:
-    """The table's columns (:data:`~sparkjobs.job.COMPACTED_COLUMNS`), all optional:
+    """The table's columns (:data:`~sparkjobs.table.columns.COMPACTED_COLUMNS`), all optional:
     a file Spark wrote as required reads into an optional column, never the reverse."""
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType

@@ -1,7 +1,7 @@
 """The columns of a landed line and of a compacted row.
 
 Both derive from the archive's field list (:data:`consumer.archive.envelope.FIELDS`).
-The header fields of :data:`LANDED` are what :mod:`sparkjobs.lines` parses (an
+The header fields of :data:`LANDED` are what :mod:`sparkjobs.compaction.lines` parses (an
 explicit schema, no inference pass over the archive); ``data`` is never parsed but
 sliced from the line as written, and is a string in the compacted row.
 """
@@ -17,7 +17,7 @@ from pyspark.sql.types import (
 )
 
 from consumer.archive.envelope import FIELDS
-from sparkjobs.job import COMPACTED_COLUMNS
+from sparkjobs.table.columns import COMPACTED_COLUMNS
 
 CORRUPT = "_corrupt_record"
 

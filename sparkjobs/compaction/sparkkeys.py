@@ -5,7 +5,7 @@ the payload holds a number there, by its producer's partition key and that numbe
 else by its position (shard, sequence and subsequence number). A malformed line is
 keyed by its file (:data:`BAD_LINE`). :func:`index_rows` keys the published rows and
 dropped copies of the horizon hours the same way, so the window step of
-:mod:`sparkjobs.sparkplan` compares them with the run's own lines.
+:mod:`sparkjobs.compaction.sparkplan` compares them with the run's own lines.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from sparkjobs.lines import json_path
-from sparkjobs.schema import COMPACTED
+from sparkjobs.compaction.lines import json_path
+from sparkjobs.table.schema import COMPACTED
 
 BY_EVENT, BY_POSITION, BAD_LINE, BY_SEQUENCE = 0, 1, 2, 3
 """What a line's dedupe key is: its event id, its position, (malformed) its file, or its
@@ -48,7 +48,7 @@ def index_rows(
     spark: SparkSession, files: list[str], sequence_pointer: str | None = None
 ) -> DataFrame:
     """Lines of the horizon hours read through their index, shaped as the prepared
-    lines of :mod:`sparkjobs.sparkplan`: no hour (slot -1), no file to break a tie
+    lines of :mod:`sparkjobs.compaction.sparkplan`: no hour (slot -1), no file to break a tie
     (null sorts first), no payload.
 
     Published rows and dropped copies together are every line of the hour's objects

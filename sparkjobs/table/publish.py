@@ -1,6 +1,6 @@
 """Publishing compacted hours: what each hour was made from, and which hours to rewrite.
 
-The compacted output is an Apache Iceberg table (:mod:`sparkjobs.table`). A run
+The compacted output is an Apache Iceberg table (:mod:`sparkjobs.table.table`). A run
 replaces the hours it rewrote in one commit, and the commit's snapshot summary records,
 for each of those hours, an :class:`HourEntry`: the digest of the landed objects the
 hour was made from, when they were listed, by which run, and how many rows it kept.
@@ -15,7 +15,7 @@ hour was made from, when they were listed, by which run, and how many rows it ke
   the one published meanwhile (:func:`winning_hours`) and commits again; no hour goes
   back to older inputs.
 
-Everything here is pure: :mod:`sparkjobs.table` does the I/O.
+Everything here is pure: :mod:`sparkjobs.table.table` does the I/O.
 """
 
 from __future__ import annotations

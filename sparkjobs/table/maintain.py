@@ -39,9 +39,9 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from consumer.archive.layout import hour_of, stream_folder
 from sparkjobs.catalog import TableRef, for_each_table, registered
 from sparkjobs.io import join
-from sparkjobs.manifest import newest_by_hour
 from sparkjobs.settings import MaintainSettings, duration_minutes
-from sparkjobs.table import open_table, published
+from sparkjobs.table.manifest import newest_by_hour
+from sparkjobs.table.table import open_table, published
 from sparkjobs.window import hour_label
 
 if TYPE_CHECKING:

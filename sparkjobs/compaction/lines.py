@@ -20,8 +20,8 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from consumer.archive.envelope import DATA_MARKER
-from sparkjobs.objectreader import HEADER as FAST
-from sparkjobs.schema import CORRUPT, LANDED
+from sparkjobs.compaction.objectreader import HEADER as FAST
+from sparkjobs.table.schema import CORRUPT, LANDED
 
 HEADER = StructType([f for f in LANDED.fields if f.name != "data"])
 """The header fields (everything before ``data``) plus the corrupt-record column."""
@@ -43,7 +43,7 @@ def parse(lines: DataFrame, payload_format: str, *, fast_header: bool = False) -
     raw format, a payload that is not a JSON string. A line without the marker is parsed
     whole, so text that is not JSON at all still reads as ``not a JSON object``.
 
-    ``fast_header`` (the reader jar's :data:`~sparkjobs.objectreader.HEADER` is
+    ``fast_header`` (the reader jar's :data:`~sparkjobs.compaction.objectreader.HEADER` is
     registered): a line in exactly the form the lander writes is split by that function
     instead, without a JSON parser; every other line as above. Both give the same
     columns for such a line (tests/sparkjobs/test_line_header.py).

@@ -1,0 +1,10 @@
+"""The compaction: one window of the landed archive into the stream's Iceberg table.
+
+``compact.py`` runs it: ``plan.py`` decides from listings without Spark, ``sparkplan.py``
+reads, dedupes (``dedupe.py``'s rule, ``sparkkeys.py``) and writes, ``lines.py`` and
+``objectreader.py`` (with the Java function in ``jvm/``) read the landed lines,
+``fallback.py`` checks damaged input, ``counters.py`` counts rows by cause.
+
+May import the shared modules at sparkjobs/'s root and :mod:`sparkjobs.table` (a run
+publishes to the table and records its manifest there); never :mod:`sparkjobs.analysis`.
+"""
