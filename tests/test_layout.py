@@ -334,3 +334,170 @@ def test_no_import_cycle_in_the_daemon() -> None:
 def test_a_cycle_is_found() -> None:
     """The cycle check finds one through a chain (it would pass vacuously otherwise)."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# sparkjobs by concern (issue 45): the compaction, the table it publishes to, the
+# analysis that reads it, and at the root what every job shares. Each rule below is a
+# function of an import graph, checked on the code's (type-only imports included: a
+# type names what a module depends on as much as a call does) and on a graph made to
+# break it, so that none passes vacuously.
+
+SPARK_GRAPH = {m: names for m, names in _graph(for_types=True).items() if _within(m, "sparkjobs")}
+
+SPARK_PACKAGES = ("sparkjobs.compaction", "sparkjobs.table", "sparkjobs.analysis")
+
+SHARED_BY_THE_JOBS = {
+    "__main__": "python -m sparkjobs",
+    "cli": "the entry point: parses, runs each job, maps its errors to exit codes",
+    "helptext": "every command's help and exit codes",
+    "settings": "every job's settings",
+    "session": "the Spark session every Spark job runs in",
+    "io": "filesystems and URIs: the archive, the output, the reports",
+    "window": "windows and hour labels: what compact and analyse take, how the table "
+    "names hours; LANDER_WINDOW's check in settings",
+    "catalog": "which catalog and table: every command opens one; LANDER_TABLE's check in settings",
+}
+
+ROOT_MAY_IMPORT = {
+    "sparkjobs.session": ("sparkjobs.compaction.objectreader",),
+}
+"""A shared module's imports of a subpackage. Every local session carries the object
+reader's jar (a session is started before anyone knows which job it serves, and the
+demo runs compaction and analysis in one), so session.py asks the compaction where the
+jar is."""
+
+
+def _spark_breaches(
+    graph: dict[str, set[str]],
+    applies: Callable[[str], bool],
+    allowed: Callable[[str, str], bool],
+) -> dict[str, list[str]]:
+    """The modules ``applies`` selects, each with the sparkjobs modules it imports that
+    ``allowed`` refuses."""
+    found: dict[str, list[str]] = {}
+    for module, imported in graph.items():
+        if not applies(module):
+            continue
+        wrong = sorted(n for n in imported if _within(n, "sparkjobs") and not allowed(module, n))
+        if wrong:
+            found[module] = wrong
+    return found
+
+
+def _table_breaches(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    return _spark_breaches(
+        graph,
+        lambda module: _within(module, "sparkjobs.table"),
+        lambda _, name: not _within(name, "sparkjobs.compaction", "sparkjobs.analysis"),
+    )
+
+
+def _compaction_breaches(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    return _spark_breaches(
+        graph,
+        lambda module: _within(module, "sparkjobs.compaction"),
+        lambda _, name: not _within(name, "sparkjobs.analysis"),
+    )
+
+
+def _analysis_breaches(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    return _spark_breaches(
+        graph,
+        lambda module: _within(module, "sparkjobs.analysis"),
+        lambda _, name: (
+            not _within(name, "sparkjobs.compaction")
+            or name == "sparkjobs.compaction"
+            or _within(name, "sparkjobs.compaction.lines")
+        ),
+    )
+
+
+def _shared_root(module: str) -> bool:
+    """A module at sparkjobs/'s root but the entry points (cli.py, __main__.py)."""
+    parts = module.split(".")
+    return parts[0] == "sparkjobs" and len(parts) == 2 and parts[1] not in {"cli", "__main__"}
+
+
+def _root_breaches(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    return _spark_breaches(
+        graph,
+        _shared_root,
+        lambda module, name: (
+            not _within(name, *SPARK_PACKAGES) or _within(name, *ROOT_MAY_IMPORT.get(module, ()))
+        ),
+    )
+
+
+def test_the_root_of_sparkjobs_holds_only_what_every_job_shares() -> None:
+    """sparkjobs/ holds the three concerns as packages and, at its root, only modules
+    every job shares (:data:`SHARED_BY_THE_JOBS` says why each); a module serving one
+    concern lives in its package."""
+    root = {path.stem for path in (REPO / "sparkjobs").glob("*.py") if path.stem != "__init__"}
+    packages = {path.parent.name for path in (REPO / "sparkjobs").glob("*/__init__.py")}
+    assert root == set(SHARED_BY_THE_JOBS)
+    assert {f"sparkjobs.{name}" for name in packages} == set(SPARK_PACKAGES)
+
+
+def test_the_table_imports_neither_the_compaction_nor_the_analysis() -> None:
+    """sparkjobs.table (the Iceberg table, what each hour was made from, the run
+    manifests, maintenance, the raw table) is what the compaction writes and the
+    analysis reads: it imports neither, so `lander maintain`, `migrate-pointers` and
+    `raw-table` load no part of either and a change to them cannot break it."""
+    assert "sparkjobs.table.publish" in SPARK_GRAPH["sparkjobs.table.table"]
+    assert _table_breaches(SPARK_GRAPH) == {}
+    bad = {"sparkjobs.table.table": {"sparkjobs.compaction.job", "sparkjobs.analysis.findings"}}
+    assert _table_breaches(bad) == {
+        "sparkjobs.table.table": ["sparkjobs.analysis.findings", "sparkjobs.compaction.job"]
+    }
+
+
+def test_the_compaction_imports_the_table_but_not_the_analysis() -> None:
+    """The compaction publishes to the table (sparkjobs.table) and may import it; it
+    never imports the analysis, which runs after it on what it published."""
+    assert "sparkjobs.table.table" in SPARK_GRAPH["sparkjobs.compaction.compact"]
+    assert _compaction_breaches(SPARK_GRAPH) == {}
+    bad = {"sparkjobs.compaction.compact": {"sparkjobs.table.table", "sparkjobs.analysis.report"}}
+    assert _compaction_breaches(bad) == {
+        "sparkjobs.compaction.compact": ["sparkjobs.analysis.report"]
+    }
+
+
+def test_the_analysis_reads_the_table_not_the_compaction() -> None:
+    """The analysis reads what is published (sparkjobs.table: the table, the manifests)
+    and of the compaction only lines.py, so a JSON pointer into payloads is read as the
+    dedupe reads it; it never imports the runner or the Spark plan, and analyses a table
+    whoever compacted it."""
+    assert "sparkjobs.table.compacted" in SPARK_GRAPH["sparkjobs.analysis.analyse"]
+    assert _analysis_breaches(SPARK_GRAPH) == {}
+    bad = {
+        "sparkjobs.analysis.analyse": {
+            "sparkjobs.table.compacted",
+            "sparkjobs.compaction.lines",
+            "sparkjobs.compaction.compact",
+            "sparkjobs.compaction.sparkplan.SparkPlan",
+        }
+    }
+    assert _analysis_breaches(bad) == {
+        "sparkjobs.analysis.analyse": [
+            "sparkjobs.compaction.compact",
+            "sparkjobs.compaction.sparkplan.SparkPlan",
+        ]
+    }
+
+
+def test_the_shared_modules_import_no_concern() -> None:
+    """What every job shares (sparkjobs/'s root) imports no subpackage, so each concern
+    can use it without importing the others; only the entry point (cli.py) reaches
+    every job, and session.py the object reader's jar (:data:`ROOT_MAY_IMPORT`)."""
+    assert "sparkjobs.compaction.compact" in SPARK_GRAPH["sparkjobs.cli"]
+    assert _root_breaches(SPARK_GRAPH) == {}
+    bad = {
+        "sparkjobs.cli": {"sparkjobs.compaction.compact"},
+        "sparkjobs.io": {"sparkjobs.table.table"},
+        "sparkjobs.session": {"sparkjobs.compaction.objectreader", "sparkjobs.compaction.plan"},
+        "sparkjobs.table.table": {"sparkjobs.compaction.job"},
+    }
+    assert _root_breaches(bad) == {
+        "sparkjobs.io": ["sparkjobs.table.table"],
+        "sparkjobs.session": ["sparkjobs.compaction.plan"],
+    }
