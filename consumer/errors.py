@@ -8,6 +8,13 @@ clients that call AWS: each wraps them into its branch below::
 
     LanderError                        retriable=False unless marked
     ├── ConfigError                    consumer.config: a setting is bad (exit 2)
+    │   ├── WindowError                (sparkjobs.window) LANDER_WINDOW is not days or
+    │   │                              hours, or names one twice
+    │   ├── CatalogError               (sparkjobs.catalog) the catalog cannot be
+    │   │                              reached or is not configured, or the table
+    │   │                              lacks the compacted columns
+    │   └── ReaderJarError             (sparkjobs.compaction.objectreader)
+    │                                  LANDER_SPARK_READER_JAR names no jar
     ├── RefusedError                   the environment refuses the worker (exit 3)
     │   ├── PreflightError             consumer.lifecycle.preflight: a start-up check failed
     │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
@@ -45,8 +52,17 @@ clients that call AWS: each wraps them into its branch below::
     │                                  missing bucket, access denied, a read-only folder)
     ├── SurveyError                    consumer.lifecycle.assembly: lander status cannot
     │                                  read the lease table or a stream (exit 1)
-    └── TransitionError                consumer.lifecycle.shard_consumer: a change of
-                                       state the shard's diagram does not allow (a bug)
+    ├── TransitionError                consumer.lifecycle.shard_consumer: a change of
+    │                                  state the shard's diagram does not allow (a bug)
+    ├── CompactionError                (sparkjobs.compaction.job) a window could not be
+    │                                  compacted: bad input in strict mode, or a read
+    │                                  or write failed (lander compact exits 1)
+    └── CommitConflictError            (sparkjobs.table.table) retriable: every commit
+                                       of a run conflicted with other writers
+
+The Spark jobs' errors keep the built-in base they had before they joined the tree
+(WindowError, CatalogError and ReaderJarError are ValueErrors, CompactionError a
+RuntimeError), so code that caught those still catches them.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from consumer.archive.layout import stream_folder
+from consumer.config import ConfigError
 from sparkjobs.io import is_local, join, local_path
 
 if TYPE_CHECKING:
@@ -34,8 +35,13 @@ DEFAULT_CATALOG = "lander"
 DEFAULT_TABLE = "lander.{stream}"
 
 
-class CatalogError(ValueError):
-    """The catalog cannot be reached or is not configured; the message is one line."""
+class CatalogError(ConfigError, ValueError):
+    """The catalog cannot be reached or is not configured, or the table it names lacks
+    the compacted columns; the message is one line. Before Spark starts it is
+    ``LANDER_CATALOG``'s problem (exit 2, :func:`check_catalogs`). Still a ValueError, as
+    it always was."""
+
+    retriable = False
 
 
 @dataclass(frozen=True, slots=True)

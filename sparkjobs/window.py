@@ -14,14 +14,19 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from itertools import pairwise
 
+from consumer.config import ConfigError
+
 HOUR = timedelta(hours=1)
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 _HOUR = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[T ](\d{2})$")
 
 
-class WindowError(ValueError):
+class WindowError(ConfigError, ValueError):
     """A window that is not ``YYYY-MM-DD`` or ``YYYY-MM-DDTHH``, or a list of them that
-    names one twice or overlaps."""
+    names one twice or overlaps: ``LANDER_WINDOW`` is bad (exit 2). Still a ValueError,
+    as settings validators and callers of :meth:`Window.parse` take it."""
+
+    retriable = False
 
 
 @dataclass(frozen=True, slots=True)

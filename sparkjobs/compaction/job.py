@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from consumer.archive.layout import stream_folder
+from consumer.errors import LanderError
 from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.io import join
 from sparkjobs.window import Window
@@ -16,8 +17,13 @@ from sparkjobs.window import Window
 MiB = 1 << 20
 
 
-class CompactionError(RuntimeError):
-    """The window could not be compacted (strict mode found bad input, or I/O failed)."""
+class CompactionError(LanderError, RuntimeError):
+    """The window could not be compacted (strict mode found bad input, or reading or
+    writing failed): ``lander compact`` prints the message, one line, and exits 1. Not
+    retried in the run: the next scheduled run starts the window again. Still a
+    RuntimeError, as it always was."""
+
+    retriable = False
 
 
 @dataclass(frozen=True, slots=True)

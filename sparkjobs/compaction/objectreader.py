@@ -47,6 +47,7 @@ from pyspark.sql import functions as sf
 from pyspark.sql.types import ArrayType, BinaryType, DataType, StructField, StructType
 
 from consumer.archive.envelope import DATA
+from consumer.config import ConfigError
 from sparkjobs.compaction.plan import hour_label_of
 from sparkjobs.io import join
 from sparkjobs.table.schema import CORRUPT, LANDED
@@ -87,8 +88,13 @@ WHOLE_OBJECT_MAX_BYTES = 16 << 20
 lander writes at most 64 MiB of lines per object by default: a few MiB of gzip)."""
 
 
-class ReaderJarError(ValueError):
-    """``LANDER_SPARK_READER_JAR`` names no jar."""
+class ReaderJarError(ConfigError, ValueError):
+    """``LANDER_SPARK_READER_JAR`` names no jar (exit 2: the job checks
+    :func:`setting_problem` before Spark starts). Still a ValueError, as it always was:
+    not the RuntimeError of a jar that fails to build, which a session logs and goes
+    on without."""
+
+    retriable = False
 
 
 def setting_problem() -> str | None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from consumer.errors import LanderError
 from sparkjobs.catalog import (
     CatalogError,
     TableRef,
@@ -50,6 +51,15 @@ PARTITION = "arrival_ts_hour"
 COMMIT_ATTEMPTS = 5
 """Re-plans after a conflicting commit before the run gives up (each re-plan drops the
 hours another run published from a newer listing, so few are ever needed)."""
+
+
+class CommitConflictError(LanderError):
+    """Each of a run's :data:`COMMIT_ATTEMPTS` commits conflicted with another writer's:
+    retriable, as a later run finds the table settled (until it had a class of its own
+    it was a :class:`CatalogError`, a bad setting, which it is not; nothing caught it
+    as one)."""
+
+    retriable = True
 
 
 def iceberg_schema() -> Schema:
@@ -237,7 +247,7 @@ def replace_hours(
             log.warning("commit conflicted; reading the table again", error=one_line(exc))
             continue
         return Committed(sorted(pending), sorted(superseded), snapshot, attempt)
-    raise CatalogError(
+    raise CommitConflictError(
         f"table {ref.identifier}: {COMMIT_ATTEMPTS} commits conflicted with other writers"
     )
 
