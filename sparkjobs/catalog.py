@@ -127,13 +127,16 @@ def open_catalog(name: str, output: str) -> Catalog:
     from pyiceberg.utils.config import Config
 
     configured = Config().get_catalog_config(name)
+    # The configuration read now, not the one pyiceberg read when first imported.
+    properties: dict[str, Any] = {k: _typed(k, v) for k, v in (configured or {}).items()}
     try:
         if configured:
-            # The configuration read now, not the one pyiceberg read when first imported.
-            properties: dict[str, Any] = {k: _typed(k, v) for k, v in configured.items()}
             return load_catalog(name, **properties)
         if is_local(output):
             return _embedded(name, output)
+    # Deliberately any: loading a catalog raises what its backend raises (pyiceberg's
+    # ValueErrors, botocore's, requests', SQLAlchemy's), and each means the catalog
+    # cannot be used as configured: one line naming it, which the job prints.
     except Exception as exc:
         raise CatalogError(f"catalog {name!r}: {one_line(exc)}") from None
     raise CatalogError(
@@ -168,7 +171,7 @@ def _embedded(name: str, output: str) -> Catalog:
     for attempt in range(3):
         try:
             return SqlCatalog(name, uri=uri, warehouse=output)
-        except Exception as exc:
+        except Exception as exc:  # SQLAlchemy's: only the creation race is tried again
             if "already exists" not in str(exc) or attempt == 2:
                 raise
     raise AssertionError("unreachable")
@@ -187,7 +190,7 @@ def check_catalog(ref: TableRef) -> None:
     catalog = open_catalog(ref.catalog, ref.output)
     try:
         catalog.list_namespaces()
-    except Exception as exc:
+    except Exception as exc:  # deliberately any: the read-only probe failed, whatever its cause
         raise CatalogError(f"catalog {ref.catalog!r}: {one_line(exc)}") from None
 
 
@@ -210,7 +213,7 @@ def for_each(items: list[tuple[str, T]], command: str, work: Callable[[T], str])
     for name, item in items:
         try:
             line = work(item)
-        except Exception as exc:
+        except Exception as exc:  # deliberately any: one table's failure does not stop the next
             print(f"lander {command}: {name}: {exc}", file=sys.stderr)
             results.append(False)
             continue

@@ -10,6 +10,7 @@ The job, for a stream and a window (a day or an hour), step by step in :func:`co
    fails the read, and only then is every object checked and the window read again:
    truncated objects give up their complete lines, corrupt ones are left out, both are
    reported (:mod:`sparkjobs.compaction.fallback`, with :mod:`consumer.archive.codec`);
+   a failure that is not the input's fails the window (:mod:`sparkjobs.compaction.damage`);
 3. dedupes in one window step by :mod:`sparkjobs.compaction.dedupe`'s rule: a copy at the same
    position as the one before it is a *transport* duplicate (a replayed landing), a
    record whose event id arrived at most the horizon before it a *producer* duplicate
@@ -42,6 +43,7 @@ import structlog
 from consumer.archive.layout import hour_folder, hour_of
 from sparkjobs.catalog import TableRef
 from sparkjobs.compaction import counters, objectreader
+from sparkjobs.compaction.damage import damaged_input, describe
 from sparkjobs.compaction.fallback import check_inputs, triage
 from sparkjobs.compaction.job import CompactionError, CompactJob, MiB, ref_for
 from sparkjobs.compaction.plan import (
@@ -239,13 +241,18 @@ def _read_and_write(  # noqa: PLR0917 - the run's parts, each used
     """Steps 2 to 4 up to the data: the fast path, else check every object and retry.
 
     The fast path reads everything trusting the gzip streams (an empty object cannot
-    be one, so it goes straight to the check); any failure removes what it wrote.
+    be one, so it goes straight to the check). Any failure removes what it wrote; only
+    one that says the input is damaged or changed since the listing
+    (:func:`~sparkjobs.compaction.damage.damaged_input`) is followed by the check and
+    the second read, any other fails the window (:class:`CompactionError`, one line).
     """
     if all(f.size for f in plan.read.values()):
         try:
             return spark_plan.run(sorted(plan.read), [], tolerant=False)
-        except Exception as exc:  # any failure: check every object, then retry
+        except Exception as exc:  # removes what it wrote; damaged_input decides the rest
             fs.delete(spark_plan.run_dir)
+            if not damaged_input(exc):
+                raise _failed(spark_plan, exc) from exc
             bind.warning("read failed; checking every input object", error=str(exc)[:500])
     checked = time.monotonic()
     checks = check_inputs(spark, plan.folders) if plan.folders else {}
@@ -254,10 +261,14 @@ def _read_and_write(  # noqa: PLR0917 - the run's parts, each used
     manifest.bad_files.extend(found.bad)
     try:
         return spark_plan.run(found.good, found.saved, tolerant=True)
-    except Exception as exc:
+    except Exception as exc:  # whatever it is, the checked read failed: so does the window
         fs.delete(spark_plan.run_dir)
-        label = spark_plan.job.window.label
-        raise CompactionError(f"compacting {label} failed: {exc}") from exc
+        raise _failed(spark_plan, exc) from exc
+
+
+def _failed(spark_plan: SparkPlan, exc: BaseException) -> CompactionError:
+    """The window's failure, in one line (:func:`~sparkjobs.compaction.damage.describe`)."""
+    return CompactionError(f"compacting {spark_plan.job.window.label} failed: {describe(exc)}")
 
 
 def _count(hour_stats: dict[str, HourStats], metrics: dict[str, Any]) -> None:

@@ -24,9 +24,10 @@ run's own listing, by path, and :data:`BY_PATH` reads each one, so Spark lists n
 again (about 2 CPU-s a day here, and one LIST per minute folder on S3). It reads with
 the Hadoop settings the job was started with (``spark.hadoop.*``); a ``file://`` object
 straight from the filesystem, past Hadoop's local filesystem, whose stat and ``.crc``
-lookup per open cost about as much as the inflate. Any failure there
-(damage, an object gone or resized since the listing) fails the fast path as damage
-does, and the checked read that follows lists the folders, as before.
+lookup per open cost about as much as the inflate. Damage there, or an object gone or
+resized since the listing, fails the fast path as damage does
+(:mod:`sparkjobs.compaction.damage`), and the checked read that follows lists the
+folders, as before.
 """
 
 from __future__ import annotations

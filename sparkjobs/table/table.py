@@ -123,7 +123,7 @@ def _create(catalog: Catalog, ref: TableRef, properties: Mapping[str, str]) -> T
         try:
             catalog.create_namespace_if_not_exists(namespace)
             break
-        except Exception:
+        except Exception:  # the backend's race error, whichever it is: tried twice more
             if attempt == 2:
                 raise
             time.sleep(0.1)

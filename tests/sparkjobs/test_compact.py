@@ -246,6 +246,65 @@ def test_strict_mode_publishes_nothing(spark: SparkSession, tmp_path: Path) -> N
     assert table is None or table.current_snapshot() is None
 
 
+@pytest.mark.parametrize("failure", ["a bug", "out of memory", "access denied"])
+def test_a_failure_that_is_not_the_input_fails_the_window_in_one_line(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """Only damaged input sends the fast read to the check and a second read: a bug,
+    the JVM out of memory or S3 refusing access (real Java exceptions, as Spark hands a
+    task's failure over) is not bad input. The window fails at once with one line that
+    names what failed, checks no object and leaves nothing written."""
+    from py4j.protocol import Py4JJavaError
+
+    from sparkjobs.compaction.sparkplan import SparkPlan
+
+    archive, output = tmp_path / "archive", tmp_path / "out"
+    generate_archive(
+        archive, stream=STREAM, day=DAY, hours=[9], shards=1,
+        records_per_minute=5, records_per_file=50, seed=1,
+    )  # fmt: skip
+    jvm: Any = spark.sparkContext._jvm
+    cause = {
+        "a bug": None,
+        "out of memory": jvm.java.lang.OutOfMemoryError("Java heap space"),
+        "access denied": jvm.java.nio.file.AccessDeniedException(
+            f"s3a://bucket/stream={STREAM}/dt=2026-11-21/hour=09/o.jsonl.gz: 403 Forbidden"
+        ),
+    }[failure]
+
+    def run(self: SparkPlan, *_: Any, **__: Any) -> Any:
+        (Path(self.run_dir.removeprefix("file://")) / "part-0.parquet").parent.mkdir(
+            parents=True, exist_ok=True
+        )
+        if cause is None:
+            raise RuntimeError("a bug in the fast path")
+        aborted = jvm.org.apache.spark.SparkException("Job aborted due to stage failure", cause)
+        raise Py4JJavaError("An error occurred while calling o942.parquet.\n", aborted)
+
+    checked: list[Any] = []
+
+    def check_inputs(*args: Any) -> dict[str, Any]:
+        checked.append(args)
+        return {}
+
+    monkeypatch.setattr(SparkPlan, "run", run)
+    monkeypatch.setattr("sparkjobs.compaction.compact.check_inputs", check_inputs)
+    with pytest.raises(CompactionError) as failed:
+        compact(spark, _job(archive, output))
+    assert checked == [], "a failure that is not the input's was taken for bad input"
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith("compacting 2026-11-21 failed: ")
+    assert message.endswith(
+        {
+            "a bug": "RuntimeError: a bug in the fast path",
+            "out of memory": "java.lang.OutOfMemoryError: Java heap space",
+            "access denied": "403 Forbidden",
+        }[failure]
+    )
+    assert not list((output / f"stream={STREAM}" / "data").glob("*"))
+
+
 def test_two_runs_at_once_leave_one_consistent_window(
     spark: SparkSession, day_archive: tuple[Path, Truth], tmp_path: Path
 ) -> None:
