@@ -3,7 +3,8 @@
 ``compact.py`` runs it: ``plan.py`` decides from listings without Spark, ``sparkplan.py``
 reads, dedupes (``dedupe.py``'s rule, ``sparkkeys.py``) and writes, ``lines.py`` and
 ``objectreader.py`` (with the Java function in ``jvm/``) read the landed lines,
-``fallback.py`` checks damaged input, ``counters.py`` counts rows by cause.
+``damage.py`` tells a damaged input's failure from any other, ``fallback.py`` checks
+damaged input, ``counters.py`` counts rows by cause.
 
 May import the shared modules at sparkjobs/'s root and :mod:`sparkjobs.table` (a run
 publishes to the table and records its manifest there); never :mod:`sparkjobs.analysis`.
