@@ -64,9 +64,7 @@ from bench.prodlike import DAY, STREAM, generate
 from bench.prodlike_truth import read_archive, truth
 from bench.report import progress
 from consumer.archive import codec as landed_codec
-from consumer.archive import layout
-from consumer.archive.envelope import encode_line
-from consumer.sequence import Position
+from consumer.archive.sample import write_sample
 
 TARGET_RATIO = 6.0
 TARGET_MARGINAL_RATIO = 1.5
@@ -85,24 +83,8 @@ READER_SIZES = ("small", "200k")
 
 def _tiny_archive(root: Path) -> None:
     """One object of three lines: the fixed cost's window."""
-    shard, minute = "shardId-000000000000", datetime(DAY.year, DAY.month, DAY.day, 10, tzinfo=UTC)
-    lines = [
-        encode_line(
-            stream=STREAM,
-            shard_id=shard,
-            sequence_number=n,
-            subsequence_number=0,
-            partition_key="p",
-            arrival_ts=f"{DAY}T10:00:0{n}.000Z",
-            event_id=f"e{n}",
-            with_event_id=True,
-            data=b'{"n":%d}' % n,
-        )
-        for n in (1, 2, 3)
-    ]
-    key = layout.object_key("", STREAM, shard, minute, first=Position(1, 0), last=Position(3, 0))
-    (root / key).parent.mkdir(parents=True)
-    (root / key).write_bytes(landed_codec.compress(b"".join(lines)))
+    minute = datetime(DAY.year, DAY.month, DAY.day, 10, tzinfo=UTC)
+    write_sample(root, STREAM, "shardId-000000000000", minute)
 
 
 def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:

@@ -184,19 +184,22 @@ def test_no_import_against_the_layers(package: str, forbidden: tuple[str, ...]) 
     assert _offending(package, allowed) == {}
 
 
+READERS = (
+    "consumer.stream.reader",
+    "consumer.stream.subscriber",
+    "consumer.stream.fanout",
+    "consumer.stream.kinesis_fanout",
+    "consumer.stream.memory_fanout",
+    "consumer.stream.polling",
+)
+"""The modules that read a shard, of every mode."""
+
+
 def test_the_lifecycle_reads_through_the_reader_seam() -> None:
     """lifecycle/ reads shards through consumer.stream.readers (a factory per read
     mode, one Protocol): it imports no reader of a mode, so a new mode changes
     nothing there."""
-    concrete = (
-        "consumer.stream.reader",
-        "consumer.stream.subscriber",
-        "consumer.stream.fanout",
-        "consumer.stream.kinesis_fanout",
-        "consumer.stream.memory_fanout",
-        "consumer.stream.polling",
-        "consumer.stream.efo",
-    )
+    concrete = (*READERS, "consumer.stream.efo")
     found = {
         module: sorted(name for name in imported if _within(name, *concrete))
         for module, imported in _graph(for_types=True).items()
@@ -217,12 +220,7 @@ STORES_AND_READERS = (
     "consumer.leases.board_coordinator",
     "consumer.stream.kinesis",
     "consumer.stream.memory",
-    "consumer.stream.reader",
-    "consumer.stream.subscriber",
-    "consumer.stream.fanout",
-    "consumer.stream.kinesis_fanout",
-    "consumer.stream.memory_fanout",
-    "consumer.stream.polling",
+    *READERS,
     "consumer.landing.lander",
     "consumer.landing.s3",
     "consumer.landing.files",

@@ -39,7 +39,7 @@ from consumer.leases.wake import advertised_host, join_address
 from consumer.lifecycle.fleet import Fleet, open_fleet
 from consumer.lifecycle.health import HealthServer
 from consumer.lifecycle.preflight import Passed, Target, preflight
-from consumer.lifecycle.processor import LoadedProcessor, WorkerContext, load_processor
+from consumer.lifecycle.processor import LoadedProcessor, Probe, WorkerContext, load_processor
 from consumer.lifecycle.worker import Worker, tune_gc
 from consumer.metrics import LanderMetrics
 from consumer.stream import Shard, StreamError, StreamNotFoundError
@@ -66,6 +66,7 @@ async def run_daemon(
                 raise RefusedError(f"LANDER_STREAMS: {exc}") from None
         store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
         stream = None if fleet else KinesisStream(clients.kinesis, settings.stream)
+        streams = [lane.client for lane in fleet.lanes] if fleet else []
         probe = (fleet.probe if fleet else None) or loaded.probe
         passed = await preflight(
             Target(
@@ -75,7 +76,7 @@ async def run_daemon(
                 dynamodb_endpoint=clients.dynamodb.meta.endpoint_url,
                 archive=settings.archive,
             ),
-            stream or [lane.client for lane in fleet.lanes] if fleet else stream or [],
+            stream or streams,
             store,
             probe,
             create_table=settings.lease_table_create,
@@ -105,6 +106,7 @@ async def run_daemon(
             stream=stream,
             loaded=loaded,
             fleet=fleet,
+            probe=probe,
         )
         server = await _health_server(settings, context, worker)
         tune_gc()
@@ -144,6 +146,7 @@ async def _worker(
     stream: KinesisStream | None,
     loaded: LoadedProcessor,
     fleet: Fleet | None,
+    probe: Probe | None,
 ) -> Worker:
     """The worker, its single stream's read mode started (a fleet's lanes have theirs)."""
     reader = None
@@ -156,7 +159,7 @@ async def _worker(
         stream,
         None if fleet else loaded.factory,
         metrics=context.metrics,
-        probe=(fleet.probe if fleet else None) or loaded.probe,
+        probe=probe,
         reader=reader,
         lanes=fleet.lanes if fleet else (),
         watch=fleet.watch if fleet else None,
@@ -201,7 +204,7 @@ async def _check_report(
     """``lander run --check``'s lines: each stream's read mode, then the summary."""
     lines = []
     changes = list(passed.changes)
-    for name in names if names != [""] else []:
+    for name in names:
         own = settings.for_stream(name) if several else settings
         state = await read_mode(own.read_mode).describe(
             StreamOpening(own, name, clients.kinesis, several=several)
@@ -212,7 +215,7 @@ async def _check_report(
     would = "start-up would " + " and ".join(changes) if changes else None
     lines.append(
         f"start-up checks passed: stream{'s' if several else ''} "
-        f"{', '.join(n for n in names if n) or '(none yet)'} ({passed.shards} "
+        f"{', '.join(names) or '(none yet)'} ({passed.shards} "
         f"shards), lease table {settings.lease_table} ({passed.leases} leases), "
         f"archive {settings.archive or '-'}, processor {settings.processor}; "
         + (would or "start-up changes nothing in the lease table")

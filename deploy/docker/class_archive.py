@@ -16,9 +16,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from consumer.archive import codec, layout
-from consumer.archive.envelope import encode_line
-from consumer.sequence import Position
+from consumer.archive.sample import write_sample
 
 STREAM = "class-archive"
 
@@ -27,26 +25,7 @@ def build(path: Path) -> int:
     """Write the archive at ``path``; the exit status of the compaction, or 1."""
     with tempfile.TemporaryDirectory(prefix="lander-class-archive-") as work:
         root = Path(work)
-        lines = b"".join(
-            encode_line(
-                stream=STREAM,
-                shard_id="s",
-                sequence_number=n,
-                subsequence_number=0,
-                partition_key="p",
-                arrival_ts=f"2026-01-01T00:00:0{n}.000Z",
-                event_id=f"e{n}",
-                with_event_id=True,
-                data=b'{"n":%d}' % n,
-            )
-            for n in (1, 2, 3)
-        )
-        minute = datetime(2026, 1, 1, tzinfo=UTC)
-        key = layout.object_key(
-            "archive", STREAM, "s", minute, first=Position(1, 0), last=Position(3, 0)
-        )
-        (root / key).parent.mkdir(parents=True)
-        (root / key).write_bytes(codec.compress(lines))
+        write_sample(root / "archive", STREAM, "s", datetime(2026, 1, 1, tzinfo=UTC))
         env = {k: v for k, v in os.environ.items() if not k.startswith("LANDER_")}
         env |= {"LANDER_SPARK_CDS": str(path), "LANDER_SPARK_MASTER": "local[1]"}
         argv = ["compact", "--stream", STREAM, "--archive", f"file://{root / 'archive'}"]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from consumer.archive import codec, layout, reader
 from consumer.archive.envelope import encode_line
+from consumer.archive.sample import write_sample
 from consumer.landing.deflate import CodecName, available, gzip_bytes, gzip_stream
 from consumer.sequence import Position
 
@@ -72,3 +73,13 @@ def test_the_folder_reader_opens_objects_with_the_codec(tmp_path: Path) -> None:
     (landed,) = reader.read_archive(tmp_path, "s")
     assert [line.data for line in landed.lines] == [b'{"n":1}', b'{"n":1}']
     assert gzip.decompress((tmp_path / key).read_bytes()) == line * 2  # plain gzip to anyone
+
+
+def test_the_sample_object_is_a_landed_object(tmp_path: Path) -> None:
+    """What the image's class-data archive and the compaction bench compact."""
+    minute = datetime(2026, 1, 1, tzinfo=UTC)
+    path = write_sample(tmp_path, "s", "a", minute)
+    (landed,) = reader.read_archive(tmp_path, "s")
+    assert landed.path == path
+    assert [line.event_id for line in landed.lines] == ["e1", "e2", "e3"]
+    assert landed.lines[0].arrival_ts == "2026-01-01T00:00:01.000Z"
