@@ -29,10 +29,12 @@ from prometheus_client import generate_latest
 from consumer.metrics import LanderMetrics
 from tests.support.stall_recording import (
     SHARDS,
+    UNHEALTHY_PAGES,
     WORKER_ID,
     Recording,
     record_healthy_worker,
     record_stalled_worker,
+    unhealthy_for_a_while,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -184,7 +186,13 @@ def promtool() -> Path:
 
 
 def _promtool_test(
-    promtool: Path, tmp_path: Path, recording: Recording, expr: str, expected: list[str]
+    promtool: Path,
+    tmp_path: Path,
+    recording: Recording,
+    expr: str,
+    expected: list[str],
+    *,
+    context: str = "",
 ) -> str:
     """Replay the recording (one page per 1m interval) through alerts.yml and check that
     ``expr`` at the last page gives exactly ``expected`` (label sets, each value 1)."""
@@ -218,7 +226,7 @@ def _promtool_test(
         check=False,
         timeout=120,
     )
-    assert done.returncode == 0, f"promtool test rules:\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"promtool test rules:\n{done.stdout}{done.stderr}{context}"
     return done.stdout
 
 
@@ -244,7 +252,10 @@ async def test_alerts_fire_on_a_recorded_stalled_worker(promtool: Path, tmp_path
     waiting = "waiting for the worker's stall series"
     assert any(v for v in ages), f"{waiting}: no lander_checkpoint_age_seconds above 0"
     assert any(v for v in pending), f"{waiting}: no lander_records_pending above 0"
-    assert 0 in healthy, f"{waiting}: lander_landing_healthy never 0 in {len(healthy)} pages"
+    assert unhealthy_for_a_while(recording), (
+        f"{waiting}: lander_landing_healthy not 0 on the last {UNHEALTHY_PAGES} of "
+        f"{len(healthy)} pages: {healthy[-8:]}"
+    )
 
     _promtool_test(
         promtool,
@@ -258,6 +269,7 @@ async def test_alerts_fire_on_a_recorded_stalled_worker(promtool: Path, tmp_path
             ),
             f'{{alertname="LanderWorkerCannotLand",instance="{WORKER_ID}"}}',
         ],
+        context=f"\nlander_landing_healthy by page: {healthy}",
     )
 
 

@@ -141,7 +141,19 @@ async def _record(
     return Recording(pages, seconds)
 
 
-async def record_stalled_worker(*, max_samples: int = 40) -> Recording:
+UNHEALTHY_PAGES = 4
+"""Pages in a row with ``lander_landing_healthy`` 0 that end a stalled recording: the
+alert's ``for: 2m`` needs three (a 1m interval each), one more for margin."""
+
+
+def unhealthy_for_a_while(recording: Recording) -> bool:
+    """Whether the last UNHEALTHY_PAGES pages all show the worker unable to land."""
+    healthy = recording.values("lander_landing_healthy")
+    tail = healthy[-UNHEALTHY_PAGES:]
+    return len(tail) == UNHEALTHY_PAGES and all(v == 0 for v in tail)
+
+
+async def record_stalled_worker(*, max_samples: int = 120) -> Recording:
     """A worker whose archive bucket is missing, from start until it gave up landing.
 
     Both shards have records waiting. Each batch's put fails (NoSuchBucket, not
@@ -149,16 +161,14 @@ async def record_stalled_worker(*, max_samples: int = 40) -> Recording:
     checkpoint age grows while records stay pending. After ``landing_failures`` (3)
     failures the worker probes the archive, the probe fails too, and the worker turns
     ``lander_landing_healthy`` 0, gives its shards back and takes none. Sampling stops
-    once 4 pages showed that (about 15 pages, 7 s in all), or at ``max_samples``.
+    once UNHEALTHY_PAGES pages in a row showed that (about 15 pages, 7 s in all on a
+    quiet machine), or at ``max_samples`` (a minute: a loaded machine is slower to get
+    there, and the caller checks that it did).
     """
     stream = MemoryStream(SHARDS)
     for i in range(40):
         stream.put(f'{{"i": {i}}}'.encode(), f"key-{i}")
     worker = _lander_worker(stream, MissingBucket())
-
-    def unhealthy_for_a_while(recording: Recording) -> bool:
-        healthy = recording.values("lander_landing_healthy")
-        return len(healthy) >= 4 and all(v == 0 for v in healthy[-4:])
 
     # The worker waits backoff(...) + 0.5 s before restarting a failed shard.
     delay = RESTART_SECONDS - 0.5
