@@ -67,6 +67,24 @@ RuntimeError), so code that caught those still catches them.
 
 from __future__ import annotations
 
+# -- exit codes ---------------------------------------------------------------------------
+# One table for every ``lander`` command (docs/operations.md#exit-codes); a script or a
+# scheduler can tell the kinds apart without reading the line on stderr.
+
+EXIT_OK = 0
+"""Done (or already up to date)."""
+EXIT_FAILED = 1
+"""A call failed or an endpoint could not be reached: trying again later may help."""
+EXIT_CONFIG = 2
+"""A setting is missing or invalid, or an extra the command needs is not installed."""
+EXIT_MISSING = 3
+"""What the command works on is not there, or the environment refuses it: a stream, the
+lease table, a compacted table, a window with no input (``--allow-empty`` makes that 0),
+a failed start-up check, a worker id already in use."""
+EXIT_BAD_INPUT = 4
+"""Done, but some input could not be read: it is reported, counted and left out
+(``--allow-bad-input`` makes that 0)."""
+
 
 class LanderError(Exception):
     """Base of the daemon's errors."""

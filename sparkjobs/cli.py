@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from consumer.config import ConfigError, FlagSpec, add_setting_flags, flag_values
+from consumer.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, EXIT_OK
 from consumer.telemetry import configure_logging
 from sparkjobs.helptext import (
     ANALYSE_HELP,
@@ -54,8 +55,8 @@ if TYPE_CHECKING:
     Listing = tuple[datetime, ByHour]
     """When a window's inputs were listed, and the listing."""
 
-OK, FAILED, BAD_CONFIG, EMPTY = 0, 1, 2, 3
-"""The jobs' exit codes."""
+OK, FAILED, BAD_CONFIG, EMPTY = EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_MISSING
+"""The jobs' exit codes (the one table in consumer.errors)."""
 
 JOB_FLAGS: tuple[FlagSpec, ...] = (
     "stream",

@@ -33,13 +33,12 @@ from consumer.config import (
     flag_values,
     load_settings,
 )
+from consumer.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING
 from consumer.telemetry import configure_logging
 
 log = structlog.get_logger("consumer.cli")
 
-EXIT_CONFIG = 2
-"""A setting is missing or invalid."""
-EXIT_REFUSED = 3
+EXIT_REFUSED = EXIT_MISSING
 """A start-up check failed, another process runs under this worker id, or the stream
 went away: the environment, not the code, needs fixing."""
 
@@ -263,7 +262,7 @@ async def _status(settings: Settings, *, as_json: bool) -> int:
         found = await survey(settings)
     except SurveyError as exc:
         print(f"lander: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     board, groups = found.board, stream_groups(found.leases)
     if not settings.streams:
         groups = {None: groups.get(None, [])}
@@ -353,7 +352,7 @@ async def _produce_async(settings: Any) -> int:
             print(
                 f"lander produce: {error_code(exc) or type(exc).__name__}: {exc}", file=sys.stderr
             )
-            return 1
+            return EXIT_FAILED
         finally:
             stopper.cancel()
     rate = done.user_records / done.seconds if done.seconds else 0.0
