@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
 from botocore.utils import parse_timestamp
 
 from consumer.stream.eventstream import TolerantParserFactory
@@ -110,6 +117,40 @@ def http_status(exc: BaseException) -> int:
     if isinstance(exc, ClientError):
         return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
     return 0
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The first error of a chain (what botocore raised under the wrappers)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def unreachable(exc: BaseException) -> bool:
+    """No answer at all: the endpoint did not accept or finish the connection (not an
+    AWS error, not missing credentials)."""
+    root = root_cause(exc)
+    return isinstance(root, BotoCoreError | OSError) and not isinstance(root, NoCredentialsError)
+
+
+def cause(exc: BaseException) -> str:
+    """The reason in a few words: the AWS error code and message, or the connection
+    failure; never a credential (botocore's messages name none)."""
+    root = root_cause(exc)
+    if isinstance(root, NoCredentialsError):
+        return "no AWS credentials found (environment, profile or instance role)"
+    if isinstance(root, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
+        return f"{type(root).__name__}: {root}"
+    code = error_code(root)
+    if code:
+        message = str(root.response.get("Error", {}).get("Message", ""))  # type: ignore[attr-defined]
+        return f"{code}: {message}"[:300] if message else code
+    return f"{type(root).__name__}: {str(root)[:300]}" if str(root) else type(root).__name__
+
+
+def endpoint(client: Any) -> str:
+    """Where a client sends its calls (its endpoint URL), for messages."""
+    return str(getattr(getattr(client, "meta", None), "endpoint_url", "") or "?")
 
 
 def backoff(attempt: int, base: float = 0.1, cap: float = 5.0) -> float:

@@ -15,7 +15,11 @@ clients that call AWS: each wraps them into its branch below::
     │   │                              lacks the compacted columns
     │   └── ReaderJarError             (sparkjobs.compaction.objectreader)
     │                                  LANDER_SPARK_READER_JAR names no jar
+    ├── UnreachableError               retriable: an endpoint did not answer (exit 1)
     ├── RefusedError                   the environment refuses the worker (exit 3)
+    │   ├── MissingError               what a command works on does not exist: a
+    │   │                              stream, a lease table (lander status,
+    │   │                              produce, local-stack)
     │   ├── PreflightError             consumer.lifecycle.preflight: a start-up check failed
     │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
     │   ├── ForeignWorkersError        consumer.leases.foreign: another application
@@ -90,10 +94,49 @@ class LanderError(Exception):
     """Base of the daemon's errors."""
 
     retriable: bool = False
+    exit_code: int = EXIT_FAILED
+    """What a ``lander`` command exits with when this error ends it (one line, the
+    message)."""
 
 
 class RefusedError(LanderError):
     """The environment refuses this worker: ``lander run`` exits 3 with the message."""
+
+    exit_code = EXIT_MISSING
+
+
+class MissingError(RefusedError):
+    """What a command works on does not exist (a stream, a lease table, a bucket, a
+    table): exit 3, the message naming it and where it was looked for."""
+
+
+class UnreachableError(LanderError):
+    """An endpoint did not answer (refused, timed out, no route): exit 1 after a bounded
+    wait, with the service and the endpoint in the message."""
+
+    retriable = True
+
+
+def missing_extra(extra: str, *modules: str) -> str | None:
+    """The one line for a command whose optional dependencies are not installed (exit
+    2), or None when every module of ``modules`` can be imported. ``extra`` is one
+    extra's name, or several joined by commas (``local,spark``)."""
+    from importlib.util import find_spec  # noqa: PLC0415 (only the commands that need one)
+
+    absent = [name for name in modules if find_spec(name) is None]
+    if not absent:
+        return None
+    names = extra.split(",")
+    what = f"the {names[0]} extra" if len(names) == 1 else f"the {' and '.join(names)} extras"
+    return (
+        f"this command needs {what} ({', '.join(absent)} not installed): "
+        f"pip install 'kinesis-lander[{extra}]'"
+    )
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of a command that ``exc`` ended: its class's, else 1."""
+    return exc.exit_code if isinstance(exc, LanderError) else EXIT_FAILED
 
 
 def is_retriable(exc: BaseException) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from consumer.config import ConfigError, FlagSpec, add_setting_flags, flag_values
-from consumer.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, EXIT_OK
+from consumer.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, EXIT_OK, missing_extra
 from consumer.telemetry import configure_logging
 from sparkjobs.helptext import (
     ANALYSE_HELP,
@@ -152,9 +152,21 @@ def add_commands(commands: Any) -> None:
     add_setting_flags(raw, *FLAGS["raw-table"])
 
 
+EXTRA_MODULES = {
+    "raw-table": ("pyiceberg", "boto3"),
+    "maintain": ("pyiceberg",),
+    "migrate-pointers": ("pyiceberg",),
+}
+"""What each command imports of the spark extra (compact and analyse: PySpark too)."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the job ``args.command`` names; the exit code (:data:`OK` … :data:`EMPTY`)."""
     kind, flags = FLAGS[args.command]
+    needed = EXTRA_MODULES.get(args.command, ("pyspark", "pyiceberg"))
+    if problem := missing_extra("spark", *needed):
+        print(f"lander {args.command}: {problem}", file=sys.stderr)
+        return BAD_CONFIG
     try:
         settings = load(kind, **flag_values(args, flags))
     except ConfigError as exc:
@@ -180,15 +192,6 @@ def run(args: argparse.Namespace) -> int:
         from sparkjobs.table.migrate import migrate_all
 
         return _worst([OK if done else FAILED for done in migrate_all(settings)])
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        print(
-            "lander: the Spark jobs need PySpark and Java 17+: install the spark extra "
-            "(pip install '.[spark]' from a clone of the repository)",
-            file=sys.stderr,
-        )
-        return BAD_CONFIG
     from sparkjobs.compaction.objectreader import setting_problem
 
     if problem := setting_problem():

@@ -33,7 +33,7 @@ from consumer.config import (
     flag_values,
     load_settings,
 )
-from consumer.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING
+from consumer.errors import EXIT_CONFIG, EXIT_MISSING, missing_extra
 from consumer.telemetry import configure_logging
 
 log = structlog.get_logger("consumer.cli")
@@ -199,6 +199,23 @@ def build_parser() -> argparse.ArgumentParser:
     stack.add_argument(
         "--install", action="store_true", help="install the npm emulator packages first"
     )
+    stack.add_argument(
+        "--stream",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this stream once the stack is up (repeat for several)",
+    )
+    stack.add_argument("--shards", type=int, default=2, help="shards of each --stream (default 2)")
+    stack.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this S3 bucket (repeat for several); with one --stream, the export "
+        "lines also set LANDER_STREAM, LANDER_LEASE_TABLE and LANDER_ARCHIVE "
+        "(s3://BUCKET/lander) for `lander run`",
+    )
 
     from sparkjobs.cli import add_commands
 
@@ -210,11 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lander`` console script."""
     args = build_parser().parse_args(argv)
     if args.command == "local-stack":
-        from consumer.cli import emulators
-
-        if args.install:
-            emulators.install_node_modules()
-        return emulators.run_local_stack()
+        return _local_stack(args)
     if args.command in ("compact", "analyse", "maintain", "migrate-pointers", "raw-table"):
         from sparkjobs.cli import run
 
@@ -232,7 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         return asyncio.run(_run(settings, check_only=args.check))
     if args.command == "status":
-        return asyncio.run(_status(settings, as_json=args.json))
+        from consumer.cli.status import status_command
+
+        return asyncio.run(status_command(settings, as_json=args.json))
     if args.command == "efo":
         from consumer.cli.efo import efo_command
 
@@ -240,70 +255,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise AssertionError(args.command)  # pragma: no cover
 
 
+def _local_stack(args: argparse.Namespace) -> int:
+    if problem := missing_extra("local", "moto"):
+        print(f"lander local-stack: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.shards < 1:
+        print("lander local-stack: --shards must be 1 or more", file=sys.stderr)
+        return EXIT_CONFIG
+    from subprocess import CalledProcessError
+
+    from consumer.cli import emulators
+
+    provision = emulators.Provision(tuple(args.stream), args.shards, tuple(args.bucket))
+    try:
+        if args.install:
+            emulators.install_node_modules()
+        return emulators.run_local_stack(provision=provision)
+    except (emulators.LocalStackError, CalledProcessError) as exc:
+        print(f"lander local-stack: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return flag_values(args, WORKER_FLAGS[args.command])
-
-
-async def _status(settings: Settings, *, as_json: bool) -> int:
-    from consumer.cli.status import (
-        board_lines,
-        by_shard_id,
-        keyed,
-        render_json,
-        render_streams_json,
-        render_table,
-        shard_rows,
-    )
-    from consumer.leases.keys import stream_groups
-    from consumer.leases.model import wall_ms
-    from consumer.lifecycle.assembly import SurveyError, survey
-
-    try:
-        found = await survey(settings)
-    except SurveyError as exc:
-        print(f"lander: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    board, groups = found.board, stream_groups(found.leases)
-    if not settings.streams:
-        groups = {None: groups.get(None, [])}
-    now = wall_ms()
-    rows = {
-        stream_id: shard_rows(
-            group,
-            keyed(stream_id, found.shards[stream_id]),
-            now_ms=now,
-            failover_seconds=settings.failover_seconds,
-            stall_seconds=settings.stall_seconds,
-            board=board,
-        )
-        for stream_id, group in groups.items()
-    }
-    table = settings.lease_table
-    modes = {name: state.as_dict() for name, state in found.modes.items()}
-    if settings.streams:  # one group per stream, shards by shard id
-        named = [
-            (sid.name if sid else "?", sid.serialized if sid else "", by_shard_id(group))
-            for sid, group in rows.items()
-        ]
-        if as_json:
-            print(render_streams_json(named, table, now, board, read_modes=modes))
-        else:
-            print(f"{len(named)} streams in lease table {table} ({settings.streams})")
-            for name, serialized, shards in named:
-                print(f"\n== {name} ({serialized})")
-                print(render_table(shards, name, table))
-                if name in found.modes:
-                    print(found.modes[name].line())
-    elif as_json:
-        mode = modes[settings.stream]
-        print(render_json(rows[None], settings.stream, table, now, board, read_mode=mode))
-    else:
-        print(render_table(rows[None], settings.stream, table))
-        print(found.modes[settings.stream].line())
-    if not as_json and board.slots:
-        print(f"board coordination: {len(board.slots)} workers in the workers table")
-        print("\n".join(board_lines(board, now)))
-    return 0
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -324,8 +298,9 @@ def _produce(args: argparse.Namespace) -> int:
 async def _produce_async(settings: Any) -> int:
     import secrets
 
-    from consumer.aws import Clients, error_code
-    from consumer.cli.produce import Producer, ProduceSpec, ProgressLine
+    from consumer.aws import Clients
+    from consumer.cli.produce import Producer, ProduceSpec, ProgressLine, check_stream
+    from consumer.errors import LanderError, exit_code
 
     spec = ProduceSpec(
         stream=settings.stream,
@@ -347,12 +322,11 @@ async def _produce_async(settings: Any) -> int:
         producer = Producer(clients.kinesis, spec, progress=ProgressLine())
         stopper = asyncio.create_task(_call_when(stop, producer.stop))
         try:
+            await check_stream(clients.kinesis, spec.stream)
             done = await producer.run()
-        except Exception as exc:
-            print(
-                f"lander produce: {error_code(exc) or type(exc).__name__}: {exc}", file=sys.stderr
-            )
-            return EXIT_FAILED
+        except LanderError as exc:  # missing (3), unreachable or failing (1)
+            print(f"lander produce: {exc}", file=sys.stderr)
+            return exit_code(exc)
         finally:
             stopper.cancel()
     rate = done.user_records / done.seconds if done.seconds else 0.0
@@ -375,6 +349,9 @@ def _demo(args: argparse.Namespace) -> int:
 
     from consumer.cli.demo import DemoSpec, run_demo
 
+    if problem := missing_extra("local,spark", "moto", "pyspark", "pyiceberg"):
+        print(f"lander demo: {problem}", file=sys.stderr)
+        return EXIT_CONFIG
     configure_logging("console", "warning")
     if args.records < 100 or args.rate <= 0 or args.workers < 1 or args.shards < 1:
         print(
@@ -400,17 +377,14 @@ async def _run(settings: Settings, *, check_only: bool = False) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
-    from consumer.errors import RefusedError
+    from consumer.errors import RefusedError, UnreachableError, exit_code
     from consumer.lifecycle.assembly import run_daemon
 
     try:
         report = await run_daemon(settings, stop, check_only=check_only)
-    except ConfigError as exc:
+    except (ConfigError, RefusedError, UnreachableError) as exc:
         print(f"lander: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except RefusedError as exc:
-        print(f"lander: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return exit_code(exc)
     for line in report:
         print(f"lander: {line}")
     return 0

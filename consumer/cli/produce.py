@@ -34,7 +34,8 @@ import structlog
 
 from consumer.aio import wait_event
 from consumer.archive.envelope import format_ts
-from consumer.aws import backoff, error_code
+from consumer.aws import backoff, cause, endpoint, error_code, unreachable
+from consumer.errors import LanderError, MissingError, UnreachableError
 from consumer.stream.kpl import KPL_DEFAULT_MAX_BYTES
 from consumer.stream.kpl_encode import aggregate_chunks
 
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("consumer.cli.produce")
 
+GIVE_UP_SECONDS = 30.0
+"""A PutRecords call that keeps failing (no answer, 5xx) is given up after this long."""
+READY_SECONDS = 30.0
+"""How long :func:`check_stream` waits for a stream that is still being created."""
 MAX_ENTRIES_PER_CALL = 500
 MAX_BYTES_PER_CALL = 5 * 1024 * 1024
 RETRY_DELAY_BATCHES = 3
@@ -251,6 +256,33 @@ def _calls(
     return [call for call in calls if call]
 
 
+async def check_stream(kinesis: KinesisClient, name: str) -> None:
+    """The stream exists and takes puts, before the first one: MissingError (exit 3)
+    when it does not exist, UnreachableError (exit 1) when Kinesis does not answer,
+    LanderError (exit 1) otherwise; waits up to READY_SECONDS while it is CREATING."""
+    where = f"Kinesis at {endpoint(kinesis)}"
+    deadline = time.monotonic() + READY_SECONDS
+    while True:
+        try:
+            response = await kinesis.describe_stream_summary(StreamName=name)
+        except Exception as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                raise MissingError(
+                    f"Kinesis stream {name} does not exist ({where}); create it (lander "
+                    f"local-stack --stream {name}, on the local stack) or check "
+                    "LANDER_STREAM, AWS_REGION and the endpoint"
+                ) from None
+            if unreachable(exc):
+                raise UnreachableError(f"cannot reach {where}: {cause(exc)}") from None
+            raise LanderError(f"cannot describe stream {name} ({where}): {cause(exc)}") from None
+        status = response["StreamDescriptionSummary"]["StreamStatus"]
+        if status in ("ACTIVE", "UPDATING"):
+            return
+        if status != "CREATING" or time.monotonic() > deadline:
+            raise MissingError(f"Kinesis stream {name} is {status}, not ACTIVE ({where})")
+        await asyncio.sleep(0.5)
+
+
 class Producer:
     """Runs a :class:`Plan` against a stream at the spec's rate."""
 
@@ -308,6 +340,7 @@ class Producer:
 
     async def _put(self, call: list[tuple[dict[str, Any], list[UserPut]]]) -> None:
         attempt = 0
+        failing_since = 0.0
         while call:
             try:
                 records: list[Any] = [entry for entry, _ in call]
@@ -315,15 +348,13 @@ class Producer:
                     StreamName=self.spec.stream, Records=records
                 )
             except Exception as exc:
-                code = error_code(exc)
-                if code == "ResourceNotFoundException":
-                    raise
+                failing_since = failing_since or time.monotonic()
+                self._give_up_on(exc, failing_since)
                 attempt += 1
-                if attempt > 20:
-                    raise
-                log.warning("PutRecords failed; retrying", error=code or repr(exc)[:200])
+                log.warning("PutRecords failed; retrying", error=cause(exc))
                 await asyncio.sleep(backoff(attempt, base=0.1, cap=5.0))
                 continue
+            failing_since = 0.0
             self.result.put_calls += 1
             failed = []
             for (entry, members), outcome in zip(call, response["Records"], strict=True):
@@ -336,6 +367,19 @@ class Producer:
                 self.result.failed_entries_put_again += len(failed)
                 await asyncio.sleep(backoff(attempt, base=0.05, cap=2.0))
             call = failed
+
+    def _give_up_on(self, exc: Exception, failing_since: float) -> None:
+        """Raise the error that ends the run for a failed call: at once for a stream
+        that is gone, after GIVE_UP_SECONDS of failures for anything else."""
+        where = f"Kinesis at {endpoint(self.kinesis)}"
+        if error_code(exc) == "ResourceNotFoundException":
+            raise MissingError(f"Kinesis stream {self.spec.stream} is gone ({where})") from None
+        if time.monotonic() - failing_since < GIVE_UP_SECONDS:
+            return
+        seconds = f"{GIVE_UP_SECONDS:.0f} s"
+        if unreachable(exc):
+            raise UnreachableError(f"cannot reach {where} for {seconds}: {cause(exc)}") from None
+        raise LanderError(f"PutRecords failed for {seconds} ({where}): {cause(exc)}") from None
 
     def _count(self, members: list[UserPut], shard_id: str, sequence: str) -> None:
         result = self.result

@@ -18,12 +18,16 @@ checkpoint has not moved for ``stall_seconds`` (a duration the owner measured).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
+from consumer.config import Settings
+from consumer.errors import LanderError, exit_code
 from consumer.leases.board import Board
-from consumer.leases.keys import StreamId, lease_key, split_key
-from consumer.leases.model import Lease
+from consumer.leases.keys import StreamId, lease_key, split_key, stream_groups
+from consumer.leases.model import Lease, wall_ms
+from consumer.lifecycle.assembly import survey
 from consumer.stream import Shard
 
 
@@ -294,3 +298,54 @@ def _duration(ms: int) -> str:
     if ms < 120_000:
         return f"{ms / 1000:.1f}s"
     return f"{ms / 60_000:.1f}min"
+
+
+async def status_command(settings: Settings, *, as_json: bool) -> int:
+    """``lander status``: read the table and the streams once (survey), print them;
+    the exit code (a missing stream or table 3, an endpoint that does not answer 1)."""
+    try:
+        found = await survey(settings)
+    except LanderError as exc:  # missing (3), unreachable or unreadable (1)
+        print(f"lander: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    board, groups = found.board, stream_groups(found.leases)
+    if not settings.streams:
+        groups = {None: groups.get(None, [])}
+    now = wall_ms()
+    rows = {
+        stream_id: shard_rows(
+            group,
+            keyed(stream_id, found.shards[stream_id]),
+            now_ms=now,
+            failover_seconds=settings.failover_seconds,
+            stall_seconds=settings.stall_seconds,
+            board=board,
+        )
+        for stream_id, group in groups.items()
+    }
+    table = settings.lease_table
+    modes = {name: state.as_dict() for name, state in found.modes.items()}
+    if settings.streams:  # one group per stream, shards by shard id
+        named = [
+            (sid.name if sid else "?", sid.serialized if sid else "", by_shard_id(group))
+            for sid, group in rows.items()
+        ]
+        if as_json:
+            print(render_streams_json(named, table, now, board, read_modes=modes))
+        else:
+            print(f"{len(named)} streams in lease table {table} ({settings.streams})")
+            for name, serialized, shards in named:
+                print(f"\n== {name} ({serialized})")
+                print(render_table(shards, name, table))
+                if name in found.modes:
+                    print(found.modes[name].line())
+    elif as_json:
+        mode = modes[settings.stream]
+        print(render_json(rows[None], settings.stream, table, now, board, read_mode=mode))
+    else:
+        print(render_table(rows[None], settings.stream, table))
+        print(found.modes[settings.stream].line())
+    if not as_json and board.slots:
+        print(f"board coordination: {len(board.slots)} workers in the workers table")
+        print("\n".join(board_lines(board, now)))
+    return 0

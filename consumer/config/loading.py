@@ -19,11 +19,13 @@ from pydantic import AliasChoices, ValidationError
 from pydantic_settings import BaseSettings
 
 from consumer.config.fields import PREFIX
-from consumer.errors import LanderError
+from consumer.errors import EXIT_CONFIG, LanderError
 
 
 class ConfigError(LanderError):
     """Bad or missing configuration, with one line that names the setting."""
+
+    exit_code = EXIT_CONFIG
 
 
 S = TypeVar("S", bound=BaseSettings)

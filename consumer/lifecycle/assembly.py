@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from consumer.aws import Clients, error_code
+from consumer.aws import Clients, cause, endpoint, unreachable
 from consumer.compiled import hot_path_mode
 from consumer.config import ConfigError, Settings
-from consumer.errors import LanderError, RefusedError
+from consumer.errors import LanderError, MissingError, RefusedError, UnreachableError
 from consumer.landing.protection import ObjectProtection
 from consumer.leases.board import Board
 from consumer.leases.dynamo import DynamoLeaseStore
@@ -63,6 +63,9 @@ async def run_daemon(
             try:
                 fleet = await open_fleet(settings, context, exits, check_only=check_only)
             except (RefusedError, StreamError) as exc:
+                if unreachable(exc):
+                    where = f"Kinesis at {endpoint(clients.kinesis)}"
+                    raise UnreachableError(f"cannot reach {where}: {cause(exc)}") from None
                 raise RefusedError(f"LANDER_STREAMS: {exc}") from None
         store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
         stream = None if fleet else KinesisStream(clients.kinesis, settings.stream)
@@ -224,7 +227,8 @@ async def _check_report(
 
 
 class SurveyError(LanderError):
-    """``lander status`` cannot read the lease table or a stream (exit 1)."""
+    """``lander status`` cannot read the lease table or a stream, though both exist and
+    answer (exit 1)."""
 
 
 @dataclass
@@ -242,38 +246,66 @@ class Survey:
 
 async def survey(settings: Settings) -> Survey:
     """The leases and the workers table, then the shards and read mode of each stream
-    the leases name (of LANDER_STREAM only, for a single-stream worker's settings)."""
+    the leases name (of LANDER_STREAM only, for a single-stream worker's settings, whose
+    stream is looked at first: a missing stream is the first thing to say).
+
+    Raises MissingError (exit 3) for a stream or lease table that does not exist,
+    UnreachableError (exit 1) for an endpoint that does not answer, SurveyError (exit
+    1) for any other failure to read them."""
     async with Clients() as clients:
+        first: dict[StreamId | None, list[Shard]] = {}
+        if not settings.streams:
+            first[None] = await _shards(clients, settings.stream, missing_is_gone=False)
         store = DynamoLeaseStore(clients.dynamodb, settings.lease_table)
+        where = f"DynamoDB at {endpoint(clients.dynamodb)}"
         try:
             leases = await store.list_leases()
             board = await _board_if_any(store)
         except TableMissingError:
-            raise SurveyError(
-                f"lease table {settings.lease_table} does not exist "
-                "(no worker has started against it yet?)"
+            raise MissingError(
+                f"lease table {settings.lease_table} does not exist ({where}); a worker "
+                "creates it when it starts (lander run)"
             ) from None
         except Exception as exc:
-            raise SurveyError(f"cannot read the lease table: {error_code(exc) or exc}") from None
+            if unreachable(exc):
+                raise UnreachableError(f"cannot reach {where}: {cause(exc)}") from None
+            raise SurveyError(
+                f"cannot read lease table {settings.lease_table} ({where}): {cause(exc)}"
+            ) from None
         found = Survey(leases, board)
-        wanted = list(stream_groups(leases)) if settings.streams else [None]
-        for stream_id in wanted:
+        found.shards.update(first)
+        for stream_id in list(stream_groups(leases)) if settings.streams else []:
             name = settings.stream if stream_id is None else stream_id.name
-            try:
-                found.shards[stream_id] = await KinesisStream(clients.kinesis, name).list_shards()
-            except StreamNotFoundError:
-                if stream_id is None:
-                    raise SurveyError(f"stream {name} does not exist") from None
-                found.shards[stream_id] = []  # deleted: its leases are shown as gone
-            except StreamError as exc:
-                raise SurveyError(f"cannot list the shards of {name}: {exc}") from None
-            if (stream_id is None) != bool(settings.streams) and (
-                stream_id is None or found.shards[stream_id]
-            ):  # a stream that was deleted has no read mode to show
-                own = settings.for_stream(name) if settings.streams else settings
-                opening = StreamOpening(own, name, clients.kinesis, several=bool(settings.streams))
-                found.modes[name] = await read_mode(own.read_mode).describe(opening)
+            found.shards[stream_id] = await _shards(
+                clients, name, missing_is_gone=stream_id is not None
+            )
+        for stream_id, shards in found.shards.items():
+            if (stream_id is None) == bool(settings.streams) or not shards:
+                continue  # a stream that was deleted has no read mode to show
+            name = settings.stream if stream_id is None else stream_id.name
+            own = settings.for_stream(name) if settings.streams else settings
+            opening = StreamOpening(own, name, clients.kinesis, several=bool(settings.streams))
+            found.modes[name] = await read_mode(own.read_mode).describe(opening)
     return found
+
+
+async def _shards(clients: Clients, name: str, *, missing_is_gone: bool) -> list[Shard]:
+    """A stream's shards for status; a deleted stream of LANDER_STREAMS has none (its
+    leases are shown as gone), LANDER_STREAM missing is MissingError."""
+    where = f"Kinesis at {endpoint(clients.kinesis)}"
+    try:
+        return await KinesisStream(clients.kinesis, name).list_shards()
+    except StreamNotFoundError:
+        if missing_is_gone:
+            return []
+        raise MissingError(
+            f"Kinesis stream {name} does not exist ({where}); check LANDER_STREAM, "
+            "AWS_REGION and the endpoint"
+        ) from None
+    except StreamError as exc:
+        if unreachable(exc):
+            raise UnreachableError(f"cannot reach {where}: {cause(exc)}") from None
+        raise SurveyError(f"cannot list the shards of {name} ({where}): {cause(exc)}") from None
 
 
 async def _board_if_any(store: DynamoLeaseStore) -> Board:

@@ -3,8 +3,10 @@ joins the fleet.
 
 A worker that starts against a stream that does not exist, a lease table it cannot
 reach or an archive it cannot write would otherwise join, take shards and stall them.
-Each check either passes or raises :class:`PreflightError` with one line that names
-the service, the resource and the endpoint; no traceback reaches the operator.
+Each check either passes or raises :class:`PreflightError` (exit 3) with one line that
+names the service, the resource and the endpoint, or :class:`UnreachableError` (exit 1)
+when an endpoint does not answer within CHECK_SECONDS; no traceback reaches the
+operator.
 
 - Kinesis: the stream is listed, and a LATEST iterator of an open shard is read once
   (proves ListShards, GetShardIterator and GetRecords).
@@ -23,17 +25,11 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    ReadTimeoutError,
-)
+from botocore.exceptions import BotoCoreError, ClientError
 
-from consumer.aws import error_code
-from consumer.errors import RefusedError
+from consumer.aws import cause as _cause
+from consumer.aws import unreachable as _unreachable
+from consumer.errors import RefusedError, UnreachableError
 from consumer.leases.model import Lease
 from consumer.leases.store import LeaseStore, LeaseStoreError, TableMissingError
 from consumer.lifecycle.processor import Probe
@@ -129,13 +125,17 @@ async def _check_stream(target: Target, stream: StreamClient) -> int:
             "AWS_REGION and the endpoint"
         ) from None
     except TransientStreamError as exc:
-        raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
+        raise UnreachableError(f"cannot reach {where}: {_cause(exc)}") from None
     except StreamError as exc:
         raise PreflightError(
             f"Kinesis stream {name} is not readable ({where}): {_cause(exc)}"
         ) from None
     except (BotoCoreError, ClientError, OSError) as exc:
-        raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
+        if _unreachable(exc):
+            raise UnreachableError(f"cannot reach {where}: {_cause(exc)}") from None
+        raise PreflightError(
+            f"Kinesis stream {name} is not readable ({where}): {_cause(exc)}"
+        ) from None
     return len(shards)
 
 
@@ -157,7 +157,7 @@ async def _table_call(target: Target, call: Awaitable[T]) -> T:
         raise
     except (LeaseStoreError, ClientError, BotoCoreError, OSError) as exc:
         if _unreachable(exc):
-            raise PreflightError(f"cannot reach {where}: {_cause(exc)}") from None
+            raise UnreachableError(f"cannot reach {where}: {_cause(exc)}") from None
         raise PreflightError(
             f"lease table {target.lease_table} is not usable ({where}): {_cause(exc)}"
         ) from None
@@ -197,7 +197,7 @@ def _check_keys(target: Target, leases: list[Lease], *, multi: bool) -> int:
 async def _check_probe(target: Target, probe: Probe) -> None:
     try:
         await _bounded(probe(), f"the archive {target.archive}")
-    except PreflightError:
+    except (PreflightError, UnreachableError):
         raise
     except RefusedError as exc:  # the probe's own verdict in one line (a KMS key, ...)
         raise PreflightError(str(exc)) from None
@@ -212,30 +212,4 @@ async def _bounded(call: Awaitable[T], where: str) -> T:
         async with asyncio.timeout(CHECK_SECONDS):
             return await call
     except TimeoutError:
-        raise PreflightError(f"no answer from {where} within {CHECK_SECONDS:.0f} s") from None
-
-
-def _root(exc: BaseException) -> BaseException:
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """No answer at all: the endpoint did not accept or finish the connection."""
-    root = _root(exc)
-    return isinstance(root, BotoCoreError | OSError) and not isinstance(root, NoCredentialsError)
-
-
-def _cause(exc: BaseException) -> str:
-    """The reason in a few words: the AWS error code or the connection failure."""
-    root = _root(exc)
-    if isinstance(root, NoCredentialsError):
-        return "no AWS credentials found (environment, profile or instance role)"
-    if isinstance(root, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
-        return f"{type(root).__name__}: {root}"
-    code = error_code(root)
-    if code:
-        message = str(root.response.get("Error", {}).get("Message", ""))  # type: ignore[attr-defined]
-        return f"{code}: {message}"[:300] if message else code
-    return f"{type(root).__name__}: {str(root)[:300]}" if str(root) else type(root).__name__
+        raise UnreachableError(f"no answer from {where} within {CHECK_SECONDS:.0f} s") from None

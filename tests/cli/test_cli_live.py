@@ -224,7 +224,8 @@ def test_status_produce_metrics_and_health_on_a_live_worker(live: Live) -> None:
 
 
 def test_status_errors_name_the_problem(aws_env: dict[str, str]) -> None:
-    """No settings, or a table that does not exist: one line each, no traceback."""
+    """No settings, or a stream that does not exist: one line each, no traceback (the
+    other kinds of failure: tests/cli/test_failures.py)."""
     missing = _lander(_env(aws_env), "status")
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines() == [
@@ -234,9 +235,11 @@ def test_status_errors_name_the_problem(aws_env: dict[str, str]) -> None:
     absent = _lander(
         _env(aws_env, LANDER_STREAM="nope", LANDER_LEASE_TABLE="no-such-table"), "status"
     )
-    assert absent.returncode == 1
+    assert absent.returncode == 3  # the stream is said first: it is what a worker needs
     assert absent.stderr.strip().splitlines() == [
-        "lander: lease table no-such-table does not exist (no worker has started against it yet?)"
+        f"lander: Kinesis stream nope does not exist (Kinesis at "
+        f"{aws_env['AWS_ENDPOINT_URL_KINESIS']}); check LANDER_STREAM, AWS_REGION and the "
+        "endpoint"
     ]
 
 

@@ -124,8 +124,12 @@ def test_flags_come_from_the_parser() -> None:
     assert "`--event-time-field`" in _row(text, "LANDER_EVENT_TIME_POINTER", "analyse")
     # `--install` sets no variable: it is listed as an option of its command.
     options = text.split("## Options that are not settings", 1)[1]
-    assert "`--install`" in options
-    assert "`--stream`" not in options
+    by_command = {part.split("`", 1)[0]: part for part in options.split("### `lander ")[1:]}
+    assert "`--install`" in by_command["local-stack"]
+    # local-stack's --stream names streams to create; everywhere else it is LANDER_STREAM's.
+    assert "`--stream`" in by_command["local-stack"]
+    others = [name for name, part in by_command.items() if "`--stream`" in part]
+    assert others == ["local-stack"]
 
 
 def test_a_flag_is_matched_by_its_action_not_by_its_text() -> None:

@@ -1,7 +1,8 @@
 """Embedded local AWS stack: kinesalite (Kinesis) and moto (DynamoDB, S3) as child processes.
 
 ``node_modules`` for kinesalite live beside this file; install them with
-``make emulators`` or :func:`install_node_modules`.
+``lander local-stack --install`` (``make emulators`` in a clone) or
+:func:`install_node_modules`.
 """
 
 from consumer.cli.emulators.stack import (
@@ -9,6 +10,7 @@ from consumer.cli.emulators.stack import (
     REGION,
     LocalStack,
     LocalStackError,
+    Provision,
     install_node_modules,
     run_local_stack,
 )
@@ -18,6 +20,7 @@ __all__ = [
     "REGION",
     "LocalStack",
     "LocalStackError",
+    "Provision",
     "install_node_modules",
     "run_local_stack",
 ]

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any, Self
 
+import botocore.exceptions
 import botocore.session
 from botocore.config import Config
 
@@ -156,6 +157,11 @@ def _client(service: str, endpoint: str) -> Any:
     )
 
 
+def _stream_status(kinesis: Any, name: str) -> str:
+    summary = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+    return str(summary["StreamStatus"])
+
+
 class LocalStack:
     """kinesalite (Kinesis) and one serialised moto server (DynamoDB, S3) on loopback.
 
@@ -195,8 +201,9 @@ class LocalStack:
                 raise LocalStackError("node not found on PATH: install Node.js 20 or later")
             if not (NODE_MODULES / self.kinesis / "package.json").is_file():
                 raise LocalStackError(
-                    f"{self.kinesis} is not installed in {NODE_MODULES}: run `make emulators` "
-                    "(or `lander local-stack --install`)"
+                    f"{self.kinesis} is not installed in {NODE_MODULES}: run `lander "
+                    "local-stack --install` (npm ci of the pinned emulators; `make emulators` "
+                    "in a clone)"
                 )
             atexit.register(self.stop)
             try:
@@ -339,8 +346,64 @@ class LocalStack:
         return [f"export {k}={shlex.quote(v)}" for k, v in self.env().items()]
 
 
-def run_local_stack(print_fn: Callable[[str], object] = print) -> int:
-    """Start the stack, print its export lines, block until SIGINT/SIGTERM, stop.
+@dataclass(frozen=True)
+class Provision:
+    """What ``lander local-stack`` creates once the emulators answer: streams of
+    ``shards`` shards each (waited for until ACTIVE) and buckets."""
+
+    streams: tuple[str, ...] = ()
+    shards: int = 1
+    buckets: tuple[str, ...] = ()
+
+    def apply(self, stack: LocalStack, timeout: float = 30.0) -> list[str]:
+        """Create what is missing; one comment line per resource, for the operator."""
+        kinesis = _client("kinesis", stack.kinesis_endpoint)
+        s3 = _client("s3", stack.s3_endpoint)
+        try:
+            return self._create(kinesis, s3, timeout)
+        except botocore.exceptions.ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise LocalStackError(
+                f"cannot create {exc.operation_name.removeprefix('Create').lower()}: "
+                f"{error.get('Code', '')}: {error.get('Message', '')}"
+            ) from None
+        finally:
+            kinesis.close()
+            s3.close()
+
+    def _create(self, kinesis: Any, s3: Any, timeout: float) -> list[str]:
+        said: list[str] = []
+        for name in self.streams:
+            kinesis.create_stream(StreamName=name, ShardCount=self.shards)
+            deadline = time.monotonic() + timeout
+            while _stream_status(kinesis, name) != "ACTIVE":
+                if time.monotonic() > deadline:
+                    raise LocalStackError(f"stream {name} not ACTIVE within {timeout:.0f} s")
+                time.sleep(0.1)
+            said.append(f"# created stream {name} ({self.shards} shards)")
+        for name in self.buckets:
+            s3.create_bucket(Bucket=name)
+            said.append(f"# created bucket {name}")
+        return said
+
+    def settings_lines(self) -> list[str]:
+        """``export LANDER_...`` lines for a worker of the first stream, landing in the
+        first bucket (the README's "Run a worker")."""
+        if len(self.streams) != 1 or not self.buckets:
+            return []
+        stream = self.streams[0]
+        return [
+            f"export LANDER_STREAM={shlex.quote(stream)}",
+            f"export LANDER_LEASE_TABLE={shlex.quote(stream + '-leases')}",
+            f"export LANDER_ARCHIVE={shlex.quote(f's3://{self.buckets[0]}/lander')}",
+        ]
+
+
+def run_local_stack(
+    print_fn: Callable[[str], object] = print, provision: Provision | None = None
+) -> int:
+    """Start the stack, create what ``provision`` asks for, print the export lines,
+    block until SIGINT/SIGTERM, stop.
 
     Returns the process exit status: 0 after a signal, 1 if an emulator died.
     """
@@ -352,7 +415,9 @@ def run_local_stack(print_fn: Callable[[str], object] = print) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with LocalStack() as stack:
-            for line in stack.export_lines():
+            provision = provision or Provision()
+            created = provision.apply(stack)
+            for line in [*stack.export_lines(), *provision.settings_lines(), *created]:
                 print_fn(line)
             print_fn(f"# local stack running (pids {stack.pids}); Ctrl-C stops it")
             sys.stdout.flush()
