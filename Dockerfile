@@ -34,6 +34,8 @@ COPY consumer ./consumer
 COPY sparkjobs ./sparkjobs
 RUN KINESIS_LANDER_MYPYC=1 python -m pip wheel --no-deps --no-build-isolation --wheel-dir /dist . \
     && ls /dist/kinesis_lander-*.whl
+# The exact versions CI tested (pyproject.toml gives ranges): every venv installs with it.
+COPY constraints.txt /dist/
 
 # --------------------------------------------------------------------------------------
 # venv-*: one virtualenv per image, at the same path (/opt/lander) in every stage.
@@ -41,21 +43,21 @@ FROM ${PYTHON_IMAGE} AS venv-worker
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /dist /dist
 RUN python -m venv /opt/lander \
-    && /opt/lander/bin/pip install /dist/kinesis_lander-*.whl
+    && /opt/lander/bin/pip install -c /dist/constraints.txt /dist/kinesis_lander-*.whl
 
 FROM ${PYTHON_IMAGE} AS venv-spark
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /dist /dist
-# The `spark` extra pins PySpark; PySpark carries Spark's and Hadoop's jars itself.
+# The `spark` extra names PySpark (the lock pins it); PySpark carries Spark's and Hadoop's jars itself.
 RUN python -m venv /opt/lander \
-    && /opt/lander/bin/pip install "$(ls /dist/kinesis_lander-*.whl)[spark]"
+    && /opt/lander/bin/pip install -c /dist/constraints.txt "$(ls /dist/kinesis_lander-*.whl)[spark]"
 
 FROM ${PYTHON_IMAGE} AS venv-bootstrap
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY --from=wheel /dist /dist
 # The `compose` extra is boto3 (clients aimed at the local stack's endpoints).
 RUN python -m venv /opt/lander \
-    && /opt/lander/bin/pip install "$(ls /dist/kinesis_lander-*.whl)[compose]" \
+    && /opt/lander/bin/pip install -c /dist/constraints.txt "$(ls /dist/kinesis_lander-*.whl)[compose]" \
     && /opt/lander/bin/python -c "import boto3"
 
 # --------------------------------------------------------------------------------------

@@ -9,14 +9,28 @@ EMULATORS := consumer/cli/emulators
 NODE_STAMP := $(EMULATORS)/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install emulators demo chaos test test-deep test-profile coverage-check test-fast soak lint format bench spark-package s3a-jars validate-deploy image-check clean
+.PHONY: install lock emulators demo chaos test test-deep test-profile coverage-check test-fast soak lint format bench spark-package s3a-jars validate-deploy image-check clean
 
 install: $(PY_STAMP) $(NODE_STAMP)
 
-$(PY_STAMP): pyproject.toml
+# pyproject.toml gives compatible ranges (a library's); constraints.txt the exact set
+# every install of this repository uses: this venv, CI and the images.
+$(PY_STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,local,spark,compose]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,local,spark,compose]'
 	touch $@
+
+## constraints.txt again from pyproject.toml's ranges: the newest versions the registry
+## holds, resolved in a fresh venv (then run `make test` on them before committing).
+LOCK_VENV := .cache/lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet --disable-pip-version-check '.[dev,local,spark,compose]'
+	{ sed -n '/^#/p' constraints.txt; $(LOCK_VENV)/bin/pip freeze --exclude-editable --all \
+	  | grep -v -i -E '^(kinesis-lander|pip)[= ]'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf $(LOCK_VENV)
 
 $(NODE_STAMP): $(EMULATORS)/package.json $(EMULATORS)/package-lock.json
 	cd $(EMULATORS) && npm ci --omit=optional --no-audit --no-fund
