@@ -266,10 +266,20 @@ class BilledLeaseStore(MemoryLeaseStore):
         return cast("Slot", await self._billed("PutItem slot join", SLOT_PREFIX + worker, call))
 
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
+        self,
+        worker: str,
+        counter: int,
+        *,
+        held: int,
+        leaving: bool,
+        read: int,
+        cpu: float = 0.0,
+        unfit: bool = False,
     ) -> Slot:
         """UpdateItem on the worker's slot, returning it (no read units: ALL_NEW is free)."""
-        call = super().beat(worker, counter, held=held, leaving=leaving, read=read, cpu=cpu)
+        call = super().beat(
+            worker, counter, held=held, leaving=leaving, read=read, cpu=cpu, unfit=unfit
+        )
         return cast("Slot", await self._billed("UpdateItem slot beat", SLOT_PREFIX + worker, call))
 
     async def fence(self, worker: str, counter: int) -> bool:

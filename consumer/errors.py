@@ -40,6 +40,8 @@ clients that call AWS: each wraps them into its branch below::
     │   │                              live subscription to the shard (efo read mode)
     │   ├── ConsumerNotFoundError      (consumer.stream.fanout) the stream consumer is
     │   │                              not registered
+    │   ├── FanOutUnsupportedError     the endpoint does not serve enhanced fan-out
+    │   │                              (kinesalite): efo cannot start (exit 3)
     │   └── ConsumerNotActiveError     (consumer.stream.fanout) it did not become
     │                                  ACTIVE in time: the worker refuses to start
     ├── LeaseError                     consumer.leases.model: the lease table

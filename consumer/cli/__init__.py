@@ -212,9 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="create this S3 bucket (repeat for several); with one --stream, the export "
-        "lines also set LANDER_STREAM, LANDER_LEASE_TABLE and LANDER_ARCHIVE "
-        "(s3://BUCKET/lander) for `lander run`",
+        help="create this S3 bucket (repeat for several). With one --stream, the export "
+        "lines also set LANDER_STREAM and LANDER_LEASE_TABLE (STREAM-leases), and with a "
+        "--bucket LANDER_ARCHIVE (s3://BUCKET/lander), for `lander run`",
     )
 
     from sparkjobs.cli import add_commands

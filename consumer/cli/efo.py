@@ -13,8 +13,9 @@ import sys
 
 from consumer.aws import Clients
 from consumer.config import FlagSpec, Settings, add_setting_flags
+from consumer.errors import EXIT_MISSING
 from consumer.lifecycle.assembly import matching_streams
-from consumer.stream import StreamError, efo
+from consumer.stream import FanOutUnsupportedError, StreamError, efo
 from consumer.stream.readers import StreamOpening
 
 
@@ -62,6 +63,9 @@ async def _efo_one(opening: StreamOpening, action: str, prefix: str) -> int:
     try:
         if action == "describe":
             state = await efo.MODE.describe(opening)
+            if state.problem:
+                print(f"lander: {prefix}stream consumer {name}: {state.problem}", file=sys.stderr)
+                return EXIT_MISSING
             if state.status == "not registered":
                 print(f"{prefix}stream consumer {name}: not registered")
                 return 1
@@ -71,6 +75,9 @@ async def _efo_one(opening: StreamOpening, action: str, prefix: str) -> int:
             print(f"{prefix}stream consumer {name}: {state.status} {state.arn}")
             return 0
         gone = await efo.deregister(opening)
+    except FanOutUnsupportedError as exc:
+        print(f"lander: {prefix}stream consumer {name}: {exc}", file=sys.stderr)
+        return EXIT_MISSING
     except StreamError as exc:
         print(f"lander: {prefix}stream consumer {name}: {exc}", file=sys.stderr)
         return 1

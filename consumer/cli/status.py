@@ -138,7 +138,8 @@ def board_lines(board: Board, now_ms: int) -> list[str]:
             flag
             for flag, on in (
                 ("leader", worker == leader),
-                ("leaving", slot.leaving),
+                ("cannot land: giving its leases back", slot.unfit),
+                ("leaving", slot.leaving and not slot.unfit),
                 ("fenced", slot.fenced),
             )
             if on
@@ -184,7 +185,7 @@ def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
                 row.checkpoint,
                 "-" if row.lease_age_s is None else f"{row.lease_age_s:.1f}s",
                 "-" if row.lag_ms is None else _duration(row.lag_ms),
-                "-" if row.pending is None else f"{row.pending:,}",
+                _waiting(row),
                 "-" if row.kb_per_second is None else f"{row.kb_per_second:,.1f}",
             )
         )
@@ -213,7 +214,23 @@ def render_table(rows: Sequence[ShardStatus], stream: str, table: str) -> str:
         f"stream {stream}, lease table {table}: {len(rows)} shards ({summary or 'none'}); "
         f"{len(owners)} workers own leases"
     )
+    if any(_waiting(row) == UNREPORTED for row in rows):
+        text.append(
+            f"WAITING {UNREPORTED}: not reported; owners write it for failing or stalled "
+            "shards only (every shard's count: lander_records_pending on /metrics)"
+        )
     return "\n".join(text)
+
+
+UNREPORTED = "n/r"
+"""WAITING of an owned shard whose owner wrote no report (healthy, under board
+coordination): unknown here, not zero."""
+
+
+def _waiting(row: ShardStatus) -> str:
+    if row.pending is not None:
+        return f"{row.pending:,}"
+    return UNREPORTED if row.state in ("owned", "handing-off") else "-"
 
 
 def render_json(

@@ -78,7 +78,10 @@ class Slot:
     held: int = 0
     """Leases the worker held at its last beat (for the planner and people)."""
     leaving: bool = False
-    """The worker is stopping: its leases are to be handed to others."""
+    """The worker is stopping, or cannot land: its leases are to be handed to others."""
+    unfit: bool = False
+    """Leaving because it cannot do its work (its archive probe fails), not stopping:
+    ``lander status`` says which (written by releases from issue 46 on)."""
     incoming: tuple[str, ...] = ()
     """Lease keys given or handed to the worker that it has not read yet."""
     beat_ms: int | None = None

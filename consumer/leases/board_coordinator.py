@@ -65,6 +65,7 @@ class BoardCoordinator(LeaseCoordinator):
         instance: str | None = None,
         address: str | None = None,
         consumes: Callable[[str], bool] | None = None,
+        stall_seconds: float = 300.0,
     ) -> None:
         super().__init__(
             store,
@@ -92,8 +93,10 @@ class BoardCoordinator(LeaseCoordinator):
         self.succession = Succession(store, worker_id, failover, self.stale_after, self.clock)
         self.leaving = False
         """Hand every lease on and take none (stopping, or unable to land)."""
+        self.unfit = False
+        """Leaving because the worker cannot land (shown by ``lander status``)."""
         self.stopping = False
-        self.troubles = TroubleReports(renew_interval)
+        self.troubles = TroubleReports(renew_interval, stall_seconds)
         self._notices: int | None = None
         self._taking: set[str] = set()
         self.handoffs = Handoffs(
@@ -167,7 +170,7 @@ class BoardCoordinator(LeaseCoordinator):
     async def beat(self) -> None:
         """One beat; on refusal every lease is lost and the next pass joins again."""
         try:
-            await self.heart.beat(held=len(self.held), leaving=self.leaving)
+            await self.heart.beat(held=len(self.held), leaving=self.leaving, unfit=self.unfit)
         except SlotLostError as exc:
             self._lose_all(str(exc))
             raise LeaseLostError("*", str(exc)) from None

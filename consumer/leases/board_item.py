@@ -54,6 +54,7 @@ def slot_from_item(raw: Mapping[str, Any]) -> Slot:
         notices=int(raw.get("g", {}).get("N", "0")),
         held=int(raw.get("n", {}).get("N", "0")),
         leaving=bool(raw.get("l", {}).get("BOOL", False)),
+        unfit=bool(raw.get("x", {}).get("BOOL", False)),
         incoming=tuple(entry["S"] for entry in raw.get("i", {}).get("L", [])),
         cpu=float(raw.get("u", {}).get("N", "0")),
         beat_ms=int(raw["t"]["N"]) if "t" in raw else None,

@@ -5,9 +5,10 @@ The table is the lease table's name plus ``-workers``, keyed by ``itemKey`` (S),
 on-demand. Item layout::
 
     worker/<worker id>:  c (N) counter, j (N) when it joined (ms), g (N) notices,
-                         n (N) leases held, l (BOOL) leaving, i (L of S) incoming lease
-                         keys, f (BOOL) fenced, u (N) CPU percent, t (N) wall-clock ms
-                         of the last beat, for people, p (S) the process's token: its
+                         n (N) leases held, l (BOOL) leaving, x (BOOL) leaving because
+                         it cannot land, i (L of S) incoming lease keys, f (BOOL)
+                         fenced, u (N) CPU percent, t (N) wall-clock ms of the last
+                         beat, for people, p (S) the process's token: its
                          claim on the worker id, a (S) host:port others wake it at
     leader:              w (S) the leader, c (N) its counter, d (S) the deputy,
                          a (S) host:port the leader is woken at
@@ -130,10 +131,18 @@ class DynamoBoard(DynamoTable):
 
     @aws_errors
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
+        self,
+        worker: str,
+        counter: int,
+        *,
+        held: int,
+        leaving: bool,
+        read: int,
+        cpu: float = 0.0,
+        unfit: bool = False,
     ) -> Slot:
         """Counter + 1 on the worker's own item, returning it."""
-        expression = "SET c = :next, n = :held, l = :leaving, u = :cpu, t = :now"
+        expression = "SET c = :next, n = :held, l = :leaving, x = :unfit, u = :cpu, t = :now"
         if read:
             expression += " REMOVE " + ", ".join(f"i[{k}]" for k in range(read))
         try:
@@ -147,6 +156,7 @@ class DynamoBoard(DynamoTable):
                     ":next": {"N": str(counter + 1)},
                     ":held": {"N": str(held)},
                     ":leaving": {"BOOL": leaving},
+                    ":unfit": {"BOOL": unfit},
                     ":cpu": {"N": f"{cpu:.1f}"},
                     ":now": {"N": str(wall_ms())},
                 },

@@ -100,7 +100,7 @@ class Heartbeat:
             address=self._address,
         )
 
-    async def beat(self, *, held: int, leaving: bool) -> Slot:
+    async def beat(self, *, held: int, leaving: bool, unfit: bool = False) -> Slot:
         """One beat, reporting ``held``, ``leaving`` and the process's CPU use, and
         dropping the incoming keys handled since the last. LeaseLostError off the board;
         SlotLostError if the slot was fenced or taken (the worker is off it then)."""
@@ -115,6 +115,7 @@ class Heartbeat:
                     self._slot.counter,
                     held=held,
                     leaving=leaving,
+                    unfit=unfit,
                     read=handled,
                     cpu=self._cpu.percent(),
                 )

@@ -264,7 +264,15 @@ class MemoryLeaseStore:
         return slot
 
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
+        self,
+        worker: str,
+        counter: int,
+        *,
+        held: int,
+        leaving: bool,
+        read: int,
+        cpu: float = 0.0,
+        unfit: bool = False,
     ) -> Slot:
         """Counter + 1 if the slot is as last written and not fenced."""
         if self.leases is None or self.slots is None:
@@ -277,6 +285,7 @@ class MemoryLeaseStore:
             counter=counter + 1,
             held=held,
             leaving=leaving,
+            unfit=unfit,
             incoming=slot.incoming[read:],
             cpu=cpu,
             beat_ms=wall_ms(),

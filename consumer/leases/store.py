@@ -127,10 +127,19 @@ class BoardStore(Protocol):
         :class:`SlotLostError` when the slot is not as expected."""
 
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
+        self,
+        worker: str,
+        counter: int,
+        *,
+        held: int,
+        leaving: bool,
+        read: int,
+        cpu: float = 0.0,
+        unfit: bool = False,
     ) -> Slot:
         """Counter + 1 if the slot still has ``counter`` and is not fenced, recording the
-        leases held and whether the worker leaves, and dropping the first ``read``
+        leases held and whether the worker leaves (``unfit``: because it cannot land),
+        and dropping the first ``read``
         incoming keys (read from the previous beat); the slot as written. Raises
         :class:`SlotLostError`."""
 

@@ -24,6 +24,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 import structlog
+from prometheus_client import disable_created_metrics
 
 from consumer.aws import Clients, cause, endpoint, unreachable
 from consumer.compiled import hot_path_mode
@@ -45,7 +46,7 @@ from consumer.metrics import LanderMetrics
 from consumer.stream import Shard, StreamError, StreamNotFoundError
 from consumer.stream.kinesis import KinesisCatalog, KinesisStream
 from consumer.stream.modes import read_mode
-from consumer.stream.readers import ModeState, StreamOpening
+from consumer.stream.readers import ModeStartError, ModeState, StreamOpening
 
 log = structlog.get_logger("consumer.lifecycle.assembly")
 
@@ -87,6 +88,11 @@ async def run_daemon(
             check_only=check_only,
         )
         names = sorted(lane.name for lane in fleet.lanes) if fleet else [settings.stream]
+        report = (  # a read mode that cannot start fails the check before it says passed
+            await _check_report(settings, clients, names, passed, several=bool(fleet))
+            if check_only
+            else None
+        )
         log.info(
             "start-up checks passed",
             streams=names,
@@ -98,8 +104,8 @@ async def run_daemon(
             processor=settings.processor,
             hot_path=hot_path_mode(),
         )
-        if check_only:
-            return await _check_report(settings, clients, names, passed, several=bool(fleet))
+        if report is not None:
+            return report
         worker = await _worker(
             settings,
             context,
@@ -176,6 +182,10 @@ async def _health_server(
     and the worker's wake address advertised."""
     if settings.metrics_port is None:
         return None
+    # The daemon's own process: a `_created` twin of every counter and histogram series
+    # doubled what each scrape stores, for a start time nothing here reads. (Not done on
+    # import: an application that embeds the worker keeps its own choice.)
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     server = HealthServer(
         context.metrics,
         worker.health,
@@ -212,6 +222,9 @@ async def _check_report(
         state = await read_mode(own.read_mode).describe(
             StreamOpening(own, name, clients.kinesis, several=several)
         )
+        if state.problem:
+            of = f" of stream {name}" if several else ""
+            raise ModeStartError(f"{state.mode} read mode{of}: {state.problem}")
         lines.append(f"{name}: {state.line()}" if several else state.line())
         if state.would:
             changes.append(state.would)

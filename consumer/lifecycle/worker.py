@@ -135,6 +135,7 @@ class Worker:
             rng=rng,
             metrics=self.metrics,
             consumes=self.lanes.consumes,
+            stall_seconds=settings.stall_seconds,
         )
         self.coordinator = self.board
         """The same object as :attr:`board` (the name the shard consumers know it by)."""
@@ -168,6 +169,7 @@ class Worker:
     def _fit(self, fit: bool) -> None:
         """Landing failed (every shard is given back, none taken) or works again."""
         self.board.leaving = not fit  # the leader hands its leases on and gives it none
+        self.board.unfit = not fit
         if not fit:
             self.shards.stop_all()
 

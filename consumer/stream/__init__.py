@@ -85,6 +85,11 @@ class ThrottledError(StreamError):
     retriable = True
 
 
+class FanOutUnsupportedError(StreamError):
+    """The Kinesis endpoint does not serve enhanced fan-out (an emulator such as
+    kinesalite answers the consumer calls with UnknownOperationException)."""
+
+
 class TransientStreamError(StreamError):
     """A server error, timeout or connection failure."""
 

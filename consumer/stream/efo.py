@@ -16,7 +16,7 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import aws_session, client_config, region
-from consumer.stream import StreamError
+from consumer.stream import FanOutUnsupportedError, StreamError
 from consumer.stream.fanout import FanOutReading, ensure_consumer
 from consumer.stream.kinesis_fanout import KinesisFanOut
 from consumer.stream.readers import (
@@ -91,6 +91,8 @@ class EnhancedFanOut:
         name = opening.settings.consumer_name
         try:
             found = await KinesisFanOut(opening.kinesis, opening.stream).describe_consumer(name)
+        except FanOutUnsupportedError as exc:
+            return ModeState("efo", consumer=name, status="unsupported", problem=str(exc))
         except StreamError as exc:
             return ModeState("efo", consumer=name, status=f"unknown: {exc}")
         if found is None:

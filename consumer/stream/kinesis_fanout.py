@@ -19,7 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from consumer.aws import error_code
 from consumer.sequence import parse_sequence_number
-from consumer.stream import StartAt, TransientStreamError
+from consumer.stream import FanOutUnsupportedError, StartAt, TransientStreamError
 from consumer.stream.fanout import (
     ChildShard,
     ShardEvent,
@@ -169,10 +169,20 @@ def to_event(raw: Mapping[str, Any]) -> ShardEvent:
     )
 
 
+_UNKNOWN_OPERATION = ("UnknownOperationException", "UnknownOperation", "InvalidAction")
+
+
 def _raise(exc: BaseException) -> NoReturn:
     code = error_code(exc)
     if code == "ResourceInUseException":
         raise SubscriptionInUseError(str(exc)) from exc
+    if code in _UNKNOWN_OPERATION:
+        operation = getattr(exc, "operation_name", "") or "the consumer calls"
+        raise FanOutUnsupportedError(
+            f"this Kinesis endpoint does not serve enhanced fan-out ({code} on "
+            f"{operation}): read with LANDER_READ_MODE=polling, or use an endpoint that "
+            "does (AWS; kinesis-local, not kinesalite)"
+        ) from exc
     if isinstance(exc, ClientError) or code:
         raise_stream_error(exc)
     raise TransientStreamError(repr(exc)) from exc

@@ -106,6 +106,8 @@ class ModeState:
     arn: str | None = None
     would: str | None = None
     """What starting a worker would change (e.g. register the consumer), or None."""
+    problem: str | None = None
+    """Why the mode could not start at all (``run --check`` refuses with it), or None."""
 
     def as_dict(self) -> dict[str, str | None]:
         """The ``read_mode`` of ``lander status --json``."""
@@ -123,7 +125,10 @@ class ModeState:
         if self.consumer is None:
             return f"read mode: {self.mode}" + (f" ({self.via})" if self.via else "")
         arn = f" {self.arn}" if self.arn else ""
-        return f"read mode: {self.mode}, stream consumer {self.consumer}: {self.status}{arn}"
+        problem = f" ({self.problem})" if self.problem else ""
+        return (
+            f"read mode: {self.mode}, stream consumer {self.consumer}: {self.status}{arn}{problem}"
+        )
 
 
 class ModeStartError(RefusedError):

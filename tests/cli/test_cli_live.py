@@ -193,6 +193,7 @@ def test_status_produce_metrics_and_health_on_a_live_worker(live: Live) -> None:
     ):
         assert expected in names, expected
     assert samples[("lander_leases_held", ())] == 2
+    assert not [name for name in names if name.endswith("_created")], "no _created twins"
     # The leader assigns the leases.
     assert samples[("lander_leases_taken_total", (("how", "assigned"),))] == 2
     shards = {

@@ -236,7 +236,13 @@ def test_local_stack_creates_the_stream_and_bucket_a_worker_needs(tmp_path: Path
             assert exports["LANDER_ARCHIVE"] == "s3://lake/lander"
             assert "# created stream orders (4 shards)" in lines
             assert "# created bucket lake" in lines
-            kinesis = boto3.client("kinesis", endpoint_url=exports["AWS_ENDPOINT_URL_KINESIS"])
+            kinesis = boto3.client(
+                "kinesis",
+                endpoint_url=exports["AWS_ENDPOINT_URL_KINESIS"],
+                region_name=exports["AWS_REGION"],
+                aws_access_key_id="x",
+                aws_secret_access_key="y",
+            )
             summary = kinesis.describe_stream_summary(StreamName="orders")
             assert summary["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE"
             assert summary["StreamDescriptionSummary"]["OpenShardCount"] == 4
@@ -264,3 +270,30 @@ def test_local_stack_refuses_a_stream_it_cannot_create_in_one_line(tmp_path: Pat
     assert done.returncode == EXIT_CONFIG
     line = _one_line(done)
     assert line.startswith("lander local-stack: cannot create stream: "), line
+
+
+@pytest.mark.emulator
+@pytest.mark.processes
+def test_efo_on_an_endpoint_without_fan_out_is_exit_3_with_the_way_out(
+    aws_env: dict[str, str], stream: str, tmp_path: Path
+) -> None:
+    """kinesalite answers the consumer calls with UnknownOperationException: ``run
+    --check`` in efo mode refuses (it passed before, and ``lander run`` then failed),
+    and ``lander efo describe`` says why instead of an empty message."""
+    env = _env(
+        aws_env,
+        LANDER_STREAM=stream,
+        LANDER_LEASE_TABLE=f"{stream}-leases",
+        LANDER_ARCHIVE=tmp_path.as_uri(),
+        LANDER_READ_MODE="efo",
+    )
+    for args, prefix in (
+        (("run", "--check"), "lander: efo read mode: "),
+        (("efo", "describe"), f"lander: stream consumer {stream}-leases: "),
+    ):
+        done = _lander(env, *args)
+        assert done.returncode == EXIT_MISSING, done.stderr
+        line = _one_line(done)
+        assert line.startswith(prefix), line
+        assert "does not serve enhanced fan-out (UnknownOperationException" in line
+        assert "LANDER_READ_MODE=polling" in line

@@ -91,6 +91,18 @@ def test_status_under_board_coordination_judges_owners_by_their_beats() -> None:
     lines = board_lines(board, NOW)
     assert lines[0].startswith("  w1: 1 leases, CPU 37%, last beat 1.0s ago (leader)")
     assert "(fenced)" in lines[2]
+    # Leaving because its archive went read-only is not stopping (issue 46).
+    unfit = Board(
+        slots={
+            "w1": Slot(counter=9, joined=0, beat_ms=NOW, leaving=True, unfit=True),
+            "w2": Slot(counter=3, joined=1, beat_ms=NOW, leaving=True),
+        },
+        leadership=Leadership("w1", 4),
+    )
+    assert [line.split(" (", 1)[1] for line in board_lines(unfit, NOW)] == [
+        "leader, cannot land: giving its leases back)",
+        "leaving)",
+    ]
     document = json.loads(render_json(list(rows.values()), "orders", "leases", NOW, board))
     assert [w["worker"] for w in document["workers"]] == ["w1", "w2", "w3"]
 
@@ -111,8 +123,11 @@ def test_status_renders_a_table_and_json() -> None:
         "WAITING",
         "KB/S",
     ]
-    assert "s-1    owned  w1     TRIM_HORIZON  2.0s       90.0s  -" in table
+    # An owned shard without a report: its waiting count is unknown here, not zero,
+    # and the footnote says where it is (issue 46: `-` while /metrics counted 8,280).
+    assert "s-1    owned  w1     TRIM_HORIZON  2.0s       90.0s  n/r" in table
     assert "1 shards (1 owned); 1 workers own leases" in table
+    assert table.splitlines()[-1].startswith("WAITING n/r: not reported; ")
     document = json.loads(render_json(rows, "orders", "orders-leases", NOW))
     assert document["shards"][0]["owner"] == "w1"
     assert document["shards"][0]["lag_ms"] == 90_000

@@ -83,6 +83,12 @@ async def test_beat_is_fenced_by_counter_and_fence(table: Table) -> None:
     slot = await store.beat("w-a", 0, held=3, leaving=False, read=0)
     assert (slot.counter, slot.held) == (1, 3)
     assert slot.beat_ms is not None
+    assert not slot.unfit
+    unfit = await store.beat("w-a", 1, held=0, leaving=True, read=0, unfit=True)
+    assert (unfit.leaving, unfit.unfit) == (True, True)
+    assert (await store.read_board()).slots["w-a"].unfit
+    slot = await store.beat("w-a", 2, held=3, leaving=False, read=0)
+    assert not slot.unfit
     with pytest.raises(SlotLostError):
         await store.beat("w-a", 0, held=3, leaving=False, read=0)
     assert not await store.fence("w-b", 5)  # not the counter watched

@@ -36,6 +36,23 @@ def test_a_failing_shard_is_reported_each_interval_and_cleared_once() -> None:
     assert "b" not in reports.written
 
 
+def test_a_stalled_shard_is_reported_though_nothing_fails() -> None:
+    """Records that wait past the stall time make a report due (status shows the shard
+    stalled with its count); the checkpoint moving again clears it once."""
+    reports = TroubleReports(interval=3.0, stall_seconds=60.0)
+    waiting = ShardReport(pending=8_280, checkpoint_age_ms=59_999)
+    stalled = ShardReport(pending=8_280, checkpoint_age_ms=60_000)
+    assert reports.due({"s": waiting}, {"s"}, 0.0) == []
+    assert reports.due({"s": stalled}, {"s"}, 1.0) == ["s"]
+    reports.wrote("s", stalled, 1.0)
+    assert reports.due({"s": stalled}, {"s"}, 2.0) == []
+    assert reports.due({"s": OK}, {"s"}, 2.5) == ["s"]
+    reports.wrote("s", OK, 2.5)
+    assert reports.due({"s": OK}, {"s"}, 50.0) == []
+    # Old waits with nothing pending are no stall.
+    assert reports.due({"s": ShardReport(pending=0, checkpoint_age_ms=10**9)}, {"s"}, 60.0) == []
+
+
 @given(steps=st.lists(st.tuples(st.floats(0.01, 5.0), st.booleans()), min_size=1, max_size=60))
 def test_writes_are_bounded_and_the_lease_ends_showing_the_truth(
     steps: list[tuple[float, bool]],

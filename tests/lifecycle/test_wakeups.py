@@ -154,9 +154,19 @@ class _SlowAnswers(MemoryLeaseStore):
     """Beats take effect at once but answer late, as over a network."""
 
     async def beat(
-        self, worker: str, counter: int, *, held: int, leaving: bool, read: int, cpu: float = 0.0
+        self,
+        worker: str,
+        counter: int,
+        *,
+        held: int,
+        leaving: bool,
+        read: int,
+        cpu: float = 0.0,
+        unfit: bool = False,
     ) -> Slot:
-        slot = await super().beat(worker, counter, held=held, leaving=leaving, read=read, cpu=cpu)
+        slot = await super().beat(
+            worker, counter, held=held, leaving=leaving, read=read, cpu=cpu, unfit=unfit
+        )
         await asyncio.sleep(0.05)
         return slot
 

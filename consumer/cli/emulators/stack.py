@@ -387,16 +387,19 @@ class Provision:
         return said
 
     def settings_lines(self) -> list[str]:
-        """``export LANDER_...`` lines for a worker of the first stream, landing in the
-        first bucket (the README's "Run a worker")."""
-        if len(self.streams) != 1 or not self.buckets:
+        """``export LANDER_...`` lines for a worker of the one stream (its lease table
+        named after it), landing in the first bucket if there is one (the README's "Run
+        a worker")."""
+        if len(self.streams) != 1:
             return []
         stream = self.streams[0]
-        return [
+        lines = [
             f"export LANDER_STREAM={shlex.quote(stream)}",
             f"export LANDER_LEASE_TABLE={shlex.quote(stream + '-leases')}",
-            f"export LANDER_ARCHIVE={shlex.quote(f's3://{self.buckets[0]}/lander')}",
         ]
+        if self.buckets:
+            lines.append(f"export LANDER_ARCHIVE={shlex.quote(f's3://{self.buckets[0]}/lander')}")
+        return lines
 
 
 def run_local_stack(
