@@ -208,6 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stack.add_argument("--shards", type=int, default=2, help="shards of each --stream (default 2)")
     stack.add_argument(
+        "--env-file",
+        metavar="PATH",
+        help="also write the export lines to PATH, whole, once the stack is ready (a "
+        "script waits for it and sources it)",
+    )
+    stack.add_argument(
         "--bucket",
         action="append",
         default=[],
@@ -262,6 +268,7 @@ def _local_stack(args: argparse.Namespace) -> int:
     if args.shards < 1:
         print("lander local-stack: --shards must be 1 or more", file=sys.stderr)
         return EXIT_CONFIG
+    from pathlib import Path
     from subprocess import CalledProcessError
 
     from consumer.cli import emulators
@@ -270,7 +277,8 @@ def _local_stack(args: argparse.Namespace) -> int:
     try:
         if args.install:
             emulators.install_node_modules()
-        return emulators.run_local_stack(provision=provision)
+        env_file = None if args.env_file is None else Path(args.env_file)
+        return emulators.run_local_stack(provision=provision, env_file=env_file)
     except (emulators.LocalStackError, CalledProcessError) as exc:
         print(f"lander local-stack: {exc}", file=sys.stderr)
         return EXIT_CONFIG

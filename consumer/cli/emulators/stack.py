@@ -403,9 +403,12 @@ class Provision:
 
 
 def run_local_stack(
-    print_fn: Callable[[str], object] = print, provision: Provision | None = None
+    print_fn: Callable[[str], object] = print,
+    provision: Provision | None = None,
+    env_file: Path | None = None,
 ) -> int:
-    """Start the stack, create what ``provision`` asks for, print the export lines,
+    """Start the stack, create what ``provision`` asks for, print the export lines (and
+    write them to ``env_file`` at once, whole, for a script to wait for and source),
     block until SIGINT/SIGTERM, stop.
 
     Returns the process exit status: 0 after a signal, 1 if an emulator died.
@@ -420,7 +423,12 @@ def run_local_stack(
         with LocalStack() as stack:
             provision = provision or Provision()
             created = provision.apply(stack)
-            for line in [*stack.export_lines(), *provision.settings_lines(), *created]:
+            exports = [*stack.export_lines(), *provision.settings_lines()]
+            if env_file is not None:
+                partial = env_file.with_name(env_file.name + ".partial")
+                partial.write_text("\n".join(exports) + "\n")
+                partial.replace(env_file)
+            for line in [*exports, *created]:
                 print_fn(line)
             print_fn(f"# local stack running (pids {stack.pids}); Ctrl-C stops it")
             sys.stdout.flush()
