@@ -89,11 +89,13 @@ def json_string(text: str) -> bytes:
 
 
 def _invalid_json(data: bytes, exc: orjson.JSONDecodeError) -> str:
-    """The dead-letter reason for a payload orjson refused, naming a bad UTF-8 byte."""
+    """The dead-letter reason for a payload orjson refused: ``not UTF-8`` naming the
+    first bad byte (text in another encoding, or binary), else ``invalid JSON`` (the
+    report counts reasons by the words before the first colon)."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as bad:
-        return f"invalid JSON: invalid UTF-8 at byte {bad.start}: {bad.reason}"
+        return f"not UTF-8: at byte {bad.start}: {bad.reason}"
     return f"invalid JSON: {str(exc)[:200]}"
 
 

@@ -301,7 +301,7 @@ def test_invalid_utf8_reason_names_the_offending_byte() -> None:
     record = Record(SHARD, Position(1), "k", data, datetime(2026, 1, 1, tzinfo=UTC))
     encoded = Encoder("corpus").encode(record)
     assert isinstance(encoded, DeadLetter)
-    assert encoded.reason.startswith("invalid JSON")
+    assert encoded.reason.startswith("not UTF-8: ")  # not filed as invalid JSON (issue 46)
     assert "surrogate" not in encoded.reason
     assert "byte 7" in encoded.reason
 

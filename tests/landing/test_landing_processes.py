@@ -183,7 +183,7 @@ def test_bad_payloads_go_to_dead_letters_and_neighbours_land(
     dead = wait_until(three_dead, 30, "three dead letters")
     by_sequence = {line["sequence_number"]: line for line in dead}
     assert by_sequence[sequences["invalid JSON"]]["reason"].startswith("invalid JSON")
-    assert by_sequence[sequences["invalid UTF-8"]]["reason"].startswith("invalid JSON")
+    assert by_sequence[sequences["invalid UTF-8"]]["reason"].startswith("not UTF-8")
     assert by_sequence[sequences["corrupt aggregate"]]["reason"].startswith("kpl_")
     restored = base64.b64decode(by_sequence[sequences["invalid UTF-8"]]["data_base64"])
     assert restored == bad["invalid UTF-8"]

@@ -6,7 +6,7 @@ under ``LANDER_PAYLOAD_FORMAT=json`` and ``raw``, with ``LANDER_EVENT_ID_POINTER
 to :data:`POINTER`: landed as JSON, landed as base64, or dead-lettered with a reason.
 Whatever the case, the shard moves on and the record is counted.
 
-The reasons are the lander's own strings: ``invalid JSON`` and ``empty payload`` from
+The reasons are the lander's own strings: ``invalid JSON``, ``not UTF-8`` and ``empty payload`` from
 ``consumer/landing/envelope.py`` (``Encoder.encode``), and ``kpl_<reason>`` from
 ``consumer/stream/records.py`` (``user_records``) with ``<reason>`` one of
 :data:`consumer.stream.kpl.KplReason`. A case whose right outcome the code does not produce
@@ -36,6 +36,7 @@ MAX_RECORD = 1024 * 1024
 the data, at the same size)."""
 
 INVALID_JSON = "invalid JSON"
+NOT_UTF8 = "not UTF-8"
 """Prefix of the reason for a payload orjson rejects (``Encoder.encode``)."""
 EMPTY_PAYLOAD = "empty payload"
 """The reason for a zero-length payload in json mode (``Encoder.encode``)."""
@@ -173,8 +174,9 @@ def _broken(name: str, data: bytes, reason: KplReason, note: str = "") -> Case:
 
 
 def _as_plain(name: str, data: bytes, note: str) -> Case:
-    """KPL-looking bytes that are not an aggregate: a plain (binary) record."""
-    return Case(name, data, (dead(INVALID_JSON),), (RAW,), aggregated=True, note=note)
+    """KPL-looking bytes that are not an aggregate: a plain (binary) record, whose
+    first byte (the magic's 0xF3) is no UTF-8 at all."""
+    return Case(name, data, (dead(NOT_UTF8),), (RAW,), aggregated=True, note=note)
 
 
 def _nested(depth: int, pretty: bool = False) -> bytes:
@@ -239,12 +241,12 @@ CASES: tuple[Case, ...] = (
     ),
     _not_json("whitespace only", b" \t\r\n "),
     _not_json("empty payload", b"", reason=EMPTY_PAYLOAD, note="raw lands an empty string"),
-    _not_json("invalid UTF-8", b'{"a": "\xff\xfe"}'),
-    _not_json("overlong UTF-8", b'{"a": "\xc0\xaf"}'),
-    _not_json("UTF-8-encoded surrogate", b'{"a": "\xed\xa0\x80"}'),
-    _not_json("truncated UTF-8 sequence", b'{"a": "\xe2\x82"}'),
-    _not_json("Latin-1 text", b'{"name": "Jos\xe9"}'),
-    _not_json("UTF-16 JSON", '{"a": 1}'.encode("utf-16")),
+    _not_json("invalid UTF-8", b'{"a": "\xff\xfe"}', reason=NOT_UTF8),
+    _not_json("overlong UTF-8", b'{"a": "\xc0\xaf"}', reason=NOT_UTF8),
+    _not_json("UTF-8-encoded surrogate", b'{"a": "\xed\xa0\x80"}', reason=NOT_UTF8),
+    _not_json("truncated UTF-8 sequence", b'{"a": "\xe2\x82"}', reason=NOT_UTF8),
+    _not_json("Latin-1 text", b'{"name": "Jos\xe9"}', reason=NOT_UTF8),
+    _not_json("UTF-16 JSON", '{"a": 1}'.encode("utf-16"), reason=NOT_UTF8),
     _not_json(
         "UTF-8 BOM",
         b'\xef\xbb\xbf{"a": 1}',
