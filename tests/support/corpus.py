@@ -174,8 +174,8 @@ def _broken(name: str, data: bytes, reason: KplReason, note: str = "") -> Case:
 
 
 def _as_plain(name: str, data: bytes, note: str) -> Case:
-    """KPL-looking bytes that are not an aggregate: a plain (binary) record, whose
-    first byte (the magic's 0xF3) is no UTF-8 at all."""
+    """KPL-looking bytes that are not an aggregate: a plain (binary) record, and no
+    UTF-8 (the magic F3 89 9A C2 is not)."""
     return Case(name, data, (dead(NOT_UTF8),), (RAW,), aggregated=True, note=note)
 
 
