@@ -436,7 +436,11 @@ def test_more_streams_reach_every_stream_grant_and_the_streams_output() -> None:
 
 # -- the same policies as plain IAM JSON (deploy/iam/) ---------------------------------
 
-IAM_POLICIES = {"worker-policy.json": "WorkerRole", "compaction-policy.json": "SparkJobRole"}
+IAM_POLICIES = {
+    "worker-policy.json": "WorkerRole",
+    "compaction-policy.json": "SparkJobRole",
+    "scaler-policy.json": "ScalerRole",
+}
 
 # What the template's references become in deploy/iam/*.json (placeholders that
 # deploy/iam/README.md explains).
