@@ -8,9 +8,10 @@ when a requirements file changed), then checks:
   vendored copy);
 - every ``deploy/k8s/overlays/*``: rendered with ``kubectl kustomize``, then each
   resource validated against the Kubernetes OpenAPI schemas of several Kubernetes
-  versions (kubernetes-validate, strict: unknown fields fail), and the Prometheus
-  Operator resources (ServiceMonitor, PrometheusRule) against their CRD schemas (an npm
-  package, run with node); a resource of any other custom kind fails, having no schema;
+  versions (kubernetes-validate, strict: unknown fields fail), and the custom resources
+  against their CRD schemas (npm packages, run with node): the Prometheus Operator's
+  (ServiceMonitor, PrometheusRule) and KEDA's (ScaledObject, TriggerAuthentication); a
+  resource of any other custom kind fails, having no schema;
 - ``deploy/cloudformation/*.yaml`` and ``deploy/ecs/*.yaml`` with cfn-lint;
 - ``deploy/monitoring``: the alerting rules with ``promtool check rules`` and their unit
   tests with ``promtool test rules``; the PrometheusRule of the kustomize base is the
@@ -346,7 +347,8 @@ def _is_custom(document: dict[str, Any]) -> bool:
 
 
 def check_overlay(tools: Tools, overlay: Path, report: Report) -> None:
-    """kustomize, then core resources by schema and Prometheus Operator ones by CRD."""
+    """kustomize, then core resources by schema and custom ones (Prometheus Operator,
+    KEDA) by CRD."""
     rendered = _run([tools.tool("kubectl"), "kustomize", overlay])
     if rendered.returncode != 0:
         report.fail(overlay, "kubectl kustomize failed:\n" + rendered.stderr)

@@ -1,6 +1,8 @@
-// Validate Prometheus Operator resources (ServiceMonitor, PodMonitor, PrometheusRule...)
-// against the schemas of the CRDs, as compiled into @kubernetes-models/prometheus-operator
-// (generated from the operator's CRD OpenAPI schemas; ajv validators).
+// Validate custom resources against the schemas of their CRDs, as compiled into the
+// @kubernetes-models packages (ajv validators): Prometheus Operator resources
+// (ServiceMonitor, PrometheusRule...; generated from the operator's CRD OpenAPI schemas)
+// and KEDA's (ScaledObject, TriggerAuthentication; generated from KEDA's Go API types,
+// so a trigger's metadata values must be strings, replica counts integers).
 //
 // Input on stdin: a JSON array of {"source": "...", "doc": {...}}. One line per resource
 // on stdout; exit 1 if any failed or has no known schema. Used by deploy/validate.py.
@@ -8,6 +10,7 @@ import { readFileSync } from "node:fs";
 
 const GROUPS = {
   "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
+  "keda.sh": "@kubernetes-models/keda",
 };
 
 const items = JSON.parse(readFileSync(0, "utf8"));
