@@ -7,8 +7,9 @@ Prometheus Operator's (ServiceMonitor, PrometheusRule) and KEDA's (ScaledObject,
 TriggerAuthentication). These tests run the script on the base's files and on broken
 copies of them: a field of the wrong type, a misspelt field (the compiled schemas accept
 unknown fields; the script catches them), a value outside an enum, a kind without a
-schema. The script's packages are validate-deploy's (.venv-deploy/npm) when that copy is
-current, else installed the same way into .cache/validate-npm by the first test here.
+schema; and on the several-streams example of docs/operations.md. The script's packages
+are validate-deploy's (.venv-deploy/npm) when that copy is current, else installed the
+same way into .cache/validate-npm by the first test here.
 """
 
 from __future__ import annotations
@@ -188,3 +189,29 @@ def test_a_custom_kind_without_a_schema_fails(crd_validator: Path) -> None:
     status, output = _check(crd_validator, scaled)
     assert status == 1, output
     assert "no schema for keda.sh/v1alpha1 ScaledThing" in output
+
+
+def _docs_multi_stream_example() -> dict[str, Any]:
+    """The ScaledObject fragment (advanced, triggers) of docs/operations.md's Autoscaling
+    section for a fleet of several streams."""
+    text = (REPO / "docs" / "operations.md").read_text()
+    section = text.split("\n## Autoscaling\n", 1)[1].split("\n## ", 1)[0]
+    (block,) = [b for b in section.split("```yaml\n")[1:] if "scalingModifiers" in b]
+    fragment: dict[str, Any] = yaml.safe_load(block.split("```", 1)[0])
+    return fragment
+
+
+@pytest.mark.processes  # node
+def test_the_docs_multi_stream_example_is_a_valid_scaled_object(crd_validator: Path) -> None:
+    """One named trigger per stream and their sum as the formula (an HPA would take the
+    largest of several metrics): the base's ScaledObject with the example's triggers and
+    scalingModifiers passes the check."""
+    example = _docs_multi_stream_example()
+    scaled = _resource("ScaledObject")
+    scaled["spec"]["advanced"]["scalingModifiers"] = example["advanced"]["scalingModifiers"]
+    scaled["spec"]["triggers"] = example["triggers"]
+    names = [t["name"] for t in example["triggers"]]
+    assert len(names) >= 2
+    assert example["advanced"]["scalingModifiers"]["formula"] == " + ".join(names)
+    status, output = _check(crd_validator, scaled)
+    assert status == 0, output
