@@ -44,7 +44,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import tomllib
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -79,7 +78,7 @@ ALERTS_TEST = MONITORING / "alerts_test.yml"
 DASHBOARD = MONITORING / "dashboard.json"
 RENDER = MONITORING / "render.py"
 PROMETHEUS_RULE = DEPLOY / "k8s" / "base" / "prometheusrule.yaml"
-PYPROJECT = ROOT / "pyproject.toml"
+LOCK = ROOT / "constraints.txt"
 # Series names the checks hold to consumer/metrics.py's registry.
 METRIC_NAME = re.compile(r"\b(?:lander|process)_[a-z0-9_]*[a-z0-9]\b")
 # Grafana's interval variables, replaced by a duration before promtool parses a query.
@@ -192,13 +191,16 @@ def install(tools: Tools, force: bool = False) -> None:
 
 
 def _project_pin(name: str) -> str:
-    """The ``name==version`` requirement of pyproject.toml's dependencies."""
-    with PYPROJECT.open("rb") as file:
-        dependencies: list[str] = tomllib.load(file)["project"]["dependencies"]
-    for requirement in dependencies:
-        if re.fullmatch(rf"{re.escape(name)}==[\w.]+", requirement.strip()):
-            return requirement.strip()
-    raise ToolError(f"{_rel(PYPROJECT)} pins no {name}==<version> in [project] dependencies")
+    """The ``name==version`` line of constraints.txt (the versions the project tested;
+    pyproject.toml gives ranges)."""
+    def canonical(text: str) -> str:
+        return re.sub(r"[-_.]+", "-", text).lower()
+
+    for line in LOCK.read_text().splitlines():
+        found, _, version = line.strip().partition("==")
+        if version and canonical(found) == canonical(name):
+            return f"{name}=={version}"
+    raise ToolError(f"{_rel(LOCK)} pins no {name}==<version>")
 
 
 def install_promtool(bin_dir: Path) -> Path:
