@@ -51,6 +51,11 @@ DEFAULTS: dict[str, str] = {  # SQL settings: a running session accepts them
 }
 
 
+JVM_LOG_OPTIONS = ("-Xlog:disable", "-Xlog:all=warning:stderr")
+"""The JVM's own log (unified logging) on stderr, warnings and errors only: by default
+it writes its warnings to stdout, where a class archive that does not match this JVM
+or class path put ``[warning][cds…]`` lines among the job's result lines."""
+
 C1_BELOW_BYTES = 64 << 20
 """Landed gzip bytes under which a run's JVM compiles with C1 only (measured crossover
 about 70 MiB: docs/benchmarks.md)."""
@@ -187,7 +192,7 @@ def properties_file() -> dict[str, str]:
 def local_settings(cores: int | None = None, jvm: JvmPlan | None = None) -> dict[str, str]:
     """Settings for a local run: the defaults plus a shuffle sized to the cores."""
     cores = cores or os.cpu_count() or 2
-    java_options = ["-XX:+UseParallelGC", *(jvm.options() if jvm else [])]
+    java_options = ["-XX:+UseParallelGC", *JVM_LOG_OPTIONS, *(jvm.options() if jvm else [])]
     return {
         **DEFAULTS,
         "spark.sql.shuffle.partitions": str(min(16, max(2, 2 * cores))),

@@ -19,6 +19,7 @@ from sparkjobs.session import (
     JvmPlan,
     class_archive,
     jvm_plan,
+    local_settings,
     parse_properties,
     properties_file,
 )
@@ -36,6 +37,17 @@ def test_a_missing_archive_is_written_at_exit_and_an_existing_one_is_used(
     archive.write_bytes(b"x")
     assert JvmPlan(archive).options() == [f"-XX:SharedArchiveFile={archive}"]
     assert JvmPlan(None, c1_only=True).options() == ["-XX:TieredStopAtLevel=1"]
+
+
+def test_the_jvms_own_warnings_go_to_stderr_never_to_stdout() -> None:
+    """Unified logging writes warnings to stdout by default (a class archive that does
+    not match: ``[warning][cds,dynamic] Unable to use shared archive``); a local session
+    turns that output off and logs warnings and errors to stderr. (The end-to-end check,
+    a mismatched archive in a real run, is in test_compact.py.)"""
+    options = local_settings(2, JvmPlan(Path("/x.jsa"), c1_only=True))
+    java = options["spark.driver.extraJavaOptions"].split()
+    assert java[1:3] == ["-Xlog:disable", "-Xlog:all=warning:stderr"]
+    assert java[3:] == JvmPlan(Path("/x.jsa"), c1_only=True).options()
 
 
 def test_c1_only_below_the_measured_crossover_and_when_the_size_is_known(
