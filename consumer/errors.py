@@ -16,7 +16,8 @@ clients that call AWS: each wraps them into its branch below::
     │   └── ReaderJarError             (sparkjobs.compaction.objectreader)
     │                                  LANDER_SPARK_READER_JAR names no jar
     ├── UnreachableError               retriable: an endpoint did not answer (exit 1)
-    ├── RefusedError                   the environment refuses the worker (exit 3)
+    ├── RefusedError                   the environment refuses the worker, or what a
+    │                                  command works on is not there (exit 3)
     │   ├── MissingError               what a command works on does not exist: a
     │   │                              stream, a lease table (lander status,
     │   │                              produce, local-stack)
@@ -29,8 +30,10 @@ clients that call AWS: each wraps them into its branch below::
     │   │                              streams that do not exist
     │   ├── ModeStartError             (consumer.stream.readers) a read mode cannot start
     │   │                              for a stream (its stream consumer not made ready)
-    │   └── KmsKeyError                (consumer.landing.protection) the archive's KMS
-    │                                  key is missing, disabled or cannot encrypt
+    │   ├── KmsKeyError                (consumer.landing.protection) the archive's KMS
+    │   │                              key is missing, disabled or cannot encrypt
+    │   └── TableNotFoundError         (sparkjobs.table.maintain) lander maintain: the
+    │                                  compacted table is not in its catalog
     ├── StreamError                    consumer.stream: a Kinesis call failed
     │   ├── IteratorExpiredError       retriable: a new iterator at the last position
     │   ├── ThrottledError             retriable: back off with jitter

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from consumer.archive.layout import stream_folder
 from consumer.config import ConfigError
+from consumer.errors import EXIT_FAILED, EXIT_MISSING, EXIT_OK, RefusedError
 from sparkjobs.io import is_local, join, local_path
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ def check_catalog(ref: TableRef) -> None:
 
 def for_each_table(
     settings: TableSettings, command: str, work: Callable[[TableRef], str]
-) -> list[bool]:
+) -> list[int]:
     """Run ``work`` on each stream's compacted table in turn (:func:`for_each`)."""
     refs = [
         table_ref(settings.compacted, stream, settings.catalog, settings.table)
@@ -205,20 +206,21 @@ def for_each_table(
     return for_each([(ref.identifier, ref) for ref in refs], command, work)
 
 
-def for_each(items: list[tuple[str, T]], command: str, work: Callable[[T], str]) -> list[bool]:
+def for_each(items: list[tuple[str, T]], command: str, work: Callable[[T], str]) -> list[int]:
     """Run ``work`` on each named item in turn: the line it returns goes to stdout after
-    the name, a failure is one line on stderr and does not stop the next. Whether each
-    succeeded."""
+    the name, a failure is one line on stderr and does not stop the next. The exit code
+    of each: 0 done, 3 for a :class:`~consumer.errors.RefusedError` (what it works on is
+    not there), 1 for any other failure."""
     results = []
     for name, item in items:
         try:
             line = work(item)
         except Exception as exc:  # deliberately any: one table's failure does not stop the next
             print(f"lander {command}: {name}: {exc}", file=sys.stderr)
-            results.append(False)
+            results.append(EXIT_MISSING if isinstance(exc, RefusedError) else EXIT_FAILED)
             continue
         print(f"{name}: {line}", flush=True)
-        results.append(True)
+        results.append(EXIT_OK)
     return results
 
 

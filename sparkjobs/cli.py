@@ -176,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(settings, RawTableSettings):
         from sparkjobs.table.rawtable import register_all
 
-        return _worst([OK if done else FAILED for done in register_all(settings)])
+        return _worst(register_all(settings))
     assert isinstance(settings, TableSettings)
     from sparkjobs.catalog import check_catalogs  # before Spark: a bad catalog is one line
 
@@ -187,11 +187,11 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(settings, MaintainSettings):
         from sparkjobs.table.maintain import maintain_all
 
-        return _worst([OK if done else FAILED for done in maintain_all(settings)])
+        return _worst(maintain_all(settings))
     if args.command == "migrate-pointers":
         from sparkjobs.table.migrate import migrate_all
 
-        return _worst([OK if done else FAILED for done in migrate_all(settings)])
+        return _worst(migrate_all(settings))
     from sparkjobs.compaction.objectreader import setting_problem
 
     if problem := setting_problem():

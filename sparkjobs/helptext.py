@@ -58,7 +58,10 @@ compaction.
 
 """
 
-TABLE_EXIT_CODES = "exit status: 0 done, 1 failed (any table), 2 bad settings\n"
+TABLE_EXIT_CODES = """\
+exit status: 0 done, 1 failed (any table), 2 bad settings, 3 (maintain) a table does not
+exist: run lander compact first; with several tables the worst of theirs
+"""
 
 MIGRATE_HELP = """\
 Import an output published by pointer files (the format before the Iceberg table) into

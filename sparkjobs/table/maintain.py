@@ -37,6 +37,7 @@ from pyarrow.fs import FileSelector, FileType
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from consumer.archive.layout import hour_of, stream_folder
+from consumer.errors import RefusedError
 from sparkjobs.catalog import TableRef, for_each_table, registered
 from sparkjobs.io import join
 from sparkjobs.settings import MaintainSettings, duration_minutes
@@ -49,6 +50,14 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 log = structlog.get_logger("sparkjobs.maintain")
+
+
+class TableNotFoundError(RefusedError):
+    """``lander maintain`` was given a table its catalog does not have (exit 3, one line
+    naming both): never compacted, or the wrong LANDER_COMPACTED, LANDER_CATALOG or
+    LANDER_TABLE. Not retriable: only a compaction makes the table."""
+
+    retriable = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +118,15 @@ def referenced_files(table: Table) -> set[str]:
 def maintain(
     ref: TableRef, now: datetime, retention: timedelta, orphan_age: timedelta
 ) -> Maintained:
-    """Expire, then delete orphans and stale run manifests, for one stream's table."""
+    """Expire, then delete orphans and stale run manifests, for one stream's table;
+    :class:`TableNotFoundError` if there is none (maintenance makes no table)."""
     done = Maintained(ref.identifier)
     table = open_table(ref, create=False)
     if table is None:
-        return done
+        raise TableNotFoundError(
+            f"no such table in catalog {ref.catalog!r} (output {ref.output}): "
+            "run lander compact first"
+        )
     cutoff_ms = int((now - retention).timestamp() * 1000)
     heads = {ref.snapshot_id for ref in table.metadata.refs.values()}  # branches, tags
     expired = [
@@ -154,9 +167,10 @@ def maintain(
     return done
 
 
-def maintain_all(settings: MaintainSettings) -> list[bool]:
+def maintain_all(settings: MaintainSettings) -> list[int]:
     """``lander maintain``: each stream's table in turn, one result line on stdout each
-    (or one line on stderr when it fails); whether each succeeded."""
+    (or one line on stderr when it fails or the table does not exist); the exit code of
+    each."""
     retention = timedelta(minutes=duration_minutes(settings.snapshot_retention))
     orphan_age = timedelta(minutes=duration_minutes(settings.orphan_age))
 

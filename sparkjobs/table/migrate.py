@@ -93,9 +93,9 @@ class Migrated:
     files: int
 
 
-def migrate_all(settings: TableSettings) -> list[bool]:
+def migrate_all(settings: TableSettings) -> list[int]:
     """``lander migrate-pointers``: each stream in turn, one line each (stdout, or stderr
-    when it fails); whether each succeeded."""
+    when it fails); the exit code of each."""
     spark = None
     if not is_local(settings.compacted):  # listing an object store goes through Hadoop
         from sparkjobs.session import get_session

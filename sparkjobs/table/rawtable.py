@@ -100,8 +100,9 @@ def register(glue: Any, database: str, table: dict[str, Any]) -> str:
     return "created"
 
 
-def register_all(settings: RawTableSettings) -> list[bool]:
-    """``lander raw-table``: each stream's raw table in turn, one line each."""
+def register_all(settings: RawTableSettings) -> list[int]:
+    """``lander raw-table``: each stream's raw table in turn, one line each; the exit code
+    of each."""
     glue = boto3.client("glue")  # region, credentials, AWS_ENDPOINT_URL_GLUE as boto3 finds them
     names = [(table_name(settings.raw_table, stream), stream) for stream in settings.streams]
 
