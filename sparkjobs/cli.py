@@ -8,8 +8,9 @@ settings' fields (:data:`FLAGS`, ``consumer.config.add_setting_flags``).
 Exit status (docs/sparkjobs.md): :data:`OK` 0 done (or already up to date),
 :data:`FAILED` 1 the job failed, :data:`BAD_CONFIG` 2 bad settings or no PySpark,
 :data:`EMPTY` 3 the window has no input, so there is nothing to do (0 with
-``--allow-empty``). Several streams and windows run in one session; the exit code is
-the worst of theirs (:func:`_worst`).
+``--allow-empty``), :data:`BAD_INPUT` 4 compacted, but some input could not be read
+(0 with ``--allow-bad-input``). Several streams and windows run in one session; the
+exit code is the worst of theirs (:func:`_worst`: 1, then 4, then 3, then 0).
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from consumer.config import ConfigError, FlagSpec, add_setting_flags, flag_values
-from consumer.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, EXIT_OK, missing_extra
+from consumer.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_MISSING,
+    EXIT_OK,
+    missing_extra,
+)
 from consumer.telemetry import configure_logging
 from sparkjobs.helptext import (
     ANALYSE_HELP,
@@ -55,7 +63,13 @@ if TYPE_CHECKING:
     Listing = tuple[datetime, ByHour]
     """When a window's inputs were listed, and the listing."""
 
-OK, FAILED, BAD_CONFIG, EMPTY = EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_MISSING
+OK, FAILED, BAD_CONFIG, EMPTY, BAD_INPUT = (
+    EXIT_OK,
+    EXIT_FAILED,
+    EXIT_CONFIG,
+    EXIT_MISSING,
+    EXIT_BAD_INPUT,
+)
 """The jobs' exit codes (the one table in consumer.errors)."""
 
 JOB_FLAGS: tuple[FlagSpec, ...] = (
@@ -81,6 +95,7 @@ FLAGS: dict[str, tuple[type[StreamSettings], tuple[FlagSpec, ...]]] = {
             ("compact_compression", "--compression"),
             ("compact_allow_empty", "--allow-empty"),
             ("sequence_pointer", "--sequence-field"),
+            ("compact_allow_bad_input", "--allow-bad-input"),
         ),
     ),
     "analyse": (
@@ -210,8 +225,9 @@ def _nothing_to_do(command: str, what: str, *, allowed: bool) -> int:
 
 
 def _worst(codes: list[int]) -> int:
-    """One exit code for several windows: a failure first, then an empty window."""
-    for code in (FAILED, EMPTY):
+    """One exit code for several windows: a failure first, then bad input, then an
+    empty window."""
+    for code in (FAILED, BAD_INPUT, EMPTY):
         if code in codes:
             return code
     return OK
@@ -340,7 +356,15 @@ def _compact_window(
     )
     for bad in manifest.bad_files:
         print(f"  bad input: {bad.file}: {bad.kind}, {bad.lines} lines ({bad.detail})")
-    return OK
+    if not manifest.bad_files or settings.compact_allow_bad_input:
+        return OK
+    print(
+        f"lander compact: {job.stream} {job.window.label}: {len(manifest.bad_files)} bad "
+        "input file(s), listed on stdout; the readable rest is published "
+        "(--allow-bad-input: exit 0)",
+        file=sys.stderr,
+    )
+    return BAD_INPUT
 
 
 def _sequence_count(count: int, pointer: str | None) -> str:

@@ -5,8 +5,9 @@ from consumer.archive.codec import GLOB
 
 EXIT_CODES = """\
 exit status: 0 done or already up to date, 1 failed, 2 bad settings or no PySpark,
-3 nothing to do: the window has no input (0 with --allow-empty); with several windows
-the worst of theirs
+3 nothing to do: the window has no input (0 with --allow-empty), 4 (compact) done, but
+some input could not be read: reported, counted and left out (0 with
+--allow-bad-input); with several windows the worst of theirs, in the order 1, 4, 3, 0
 """
 
 COMPACT_HELP = (
@@ -21,8 +22,9 @@ horizon before it), drops transport duplicates (same position) and producer dupl
 and publishes it by one commit to the Iceberg table --table (default lander.S) in the
 pyiceberg catalog --catalog (default lander: as configured, else an embedded SQLite
 catalog in {compacted}/catalog.db). Re-running a window rewrites only hours whose input
-changed (late files). Bad input is counted and reported with its file; --strict fails
-the window instead.
+changed (late files). Bad input is counted and reported with its file, the readable
+rest published, and the window exits 4 (--allow-bad-input: 0); --strict fails the
+window instead (exit 1), publishing nothing.
 
 Several streams (--stream a,b) and windows (--window 2026-11-01..2026-11-07, or a
 comma list) run one after another in one Spark session, each published on its own

@@ -227,6 +227,12 @@ class CompactSettings(JobSettings):
         description="A window without landed input is a success (exit 0) instead of exit 3; "
         "either way nothing is read or published.",
     )
+    compact_allow_bad_input: bool = Field(
+        default=False,
+        description="A window with bad input (truncated or corrupt objects, malformed "
+        "lines) is a success (exit 0) instead of exit 4; either way the readable rest is "
+        "published and each bad file reported and counted.",
+    )
 
     @field_validator("compact_dedupe_horizon")
     @classmethod

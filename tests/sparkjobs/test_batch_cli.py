@@ -27,7 +27,7 @@ from sparkjobs.catalog import table_ref
 from sparkjobs.compaction.compact import CompactionError, CompactJob
 from sparkjobs.io import LocalFilesystem
 from sparkjobs.table.columns import COMPACTED_COLUMNS
-from sparkjobs.table.manifest import RunManifest
+from sparkjobs.table.manifest import BadFile, RunManifest
 from sparkjobs.table.publish import HourEntry
 from sparkjobs.table.table import replace_hours
 
@@ -180,6 +180,8 @@ class _Runs:
         self.calls: list[tuple[str, str, datetime | None, int | None]] = []
         self.sizes: list[int | None] = []
         self.fail = fail
+        self.bad: dict[tuple[str, str], list[BadFile]] = {}
+        """Bad input each window's manifest reports."""
         self.after: dict[tuple[str, str], Callable[[], None]] = {}
         monkeypatch.setattr("sparkjobs.session.get_session", lambda *_, **__: object())
         monkeypatch.setattr("sparkjobs.session.finish", lambda *_: None)
@@ -203,6 +205,7 @@ class _Runs:
             raise CompactionError("strict: 1 bad input(s)")
         manifest = RunManifest("r", job.stream, job.window.label, job.archive, job.output, "t")
         manifest.status = "published"
+        manifest.bad_files.extend(self.bad.get(key, []))
         return manifest
 
 
