@@ -309,6 +309,41 @@ def test_cronjob_compacts_analyses_and_maintains_one_window() -> None:
     assert pod["serviceAccountName"] == "lander-compaction"
 
 
+@pytest.mark.processes  # /bin/sh, with a stand-in lander
+@pytest.mark.parametrize(("compact", "ran", "status"), [
+    (0, ["compact", "analyse", "maintain"], 0),
+    (4, ["compact", "analyse", "maintain"], 4),
+    (1, ["compact"], 1),
+    (3, ["compact"], 3),
+])  # fmt: skip
+def test_the_cronjob_goes_on_after_bad_input_and_exits_with_compacts_code(
+    tmp_path: Path, compact: int, ran: list[str], status: int
+) -> None:
+    """Exit 4 (bad input left out, the rest published): the window is still analysed
+    and maintained, and the pod exits 4; any other failure stops there with its code.
+    Only exit 1 is retried: a retry of 4 would find the window up to date and exit 0."""
+    import os
+    import subprocess
+
+    cron = base_resource("cronjob.yaml", "CronJob")
+    job = cron["spec"]["jobTemplate"]["spec"]
+    (rule,) = job["podFailurePolicy"]["rules"]
+    assert rule["action"] == "FailJob"
+    assert rule["onExitCodes"] == {
+        "containerName": "compaction", "operator": "In", "values": [2, 3, 4]
+    }  # fmt: skip
+    (script,) = job["template"]["spec"]["containers"][0]["args"]
+    lander = tmp_path / "lander"
+    lander.write_text(
+        f'#!/bin/sh\necho "$1" >> {tmp_path}/ran\n[ "$1" != compact ] || exit {compact}\n'
+    )
+    lander.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "LANDER_WINDOW": "2026-11-21"}
+    done = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, check=False)
+    assert done.returncode == status
+    assert (tmp_path / "ran").read_text().split() == ran
+
+
 def test_ecs_service_keeps_the_stream_consumed_during_deploys() -> None:
     service = load_cfn(ECS_TEMPLATE)["Resources"]["Service"]["Properties"]
     deployment = service["DeploymentConfiguration"]
