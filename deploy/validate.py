@@ -17,7 +17,8 @@ when a requirements file changed), then checks:
   tests with ``promtool test rules``; the PrometheusRule of the kustomize base is the
   rendering of the rules (``render.py --check``); the Grafana dashboard's JSON, panels and
   every PromQL query (through promtool); and every ``lander_*``/``process_*`` name the
-  rules, their tests and the dashboard use is a series of ``consumer/metrics.py``.
+  rules, their tests and the dashboard use is a series of ``consumer/metrics.py`` (the
+  workers') or ``sparkjobs/compaction/runmetrics.py`` (what ``lander compact`` pushes).
 
 promtool comes from Debian's ``prometheus`` package (``apt-get download`` of one pinned
 version, only ``usr/bin/promtool`` extracted: no server is installed).
@@ -79,7 +80,7 @@ DASHBOARD = MONITORING / "dashboard.json"
 RENDER = MONITORING / "render.py"
 PROMETHEUS_RULE = DEPLOY / "k8s" / "base" / "prometheusrule.yaml"
 LOCK = ROOT / "constraints.txt"
-# Series names the checks hold to consumer/metrics.py's registry.
+# Series names the checks hold to consumer/metrics.py's registry and runmetrics' pushes.
 METRIC_NAME = re.compile(r"\b(?:lander|process)_[a-z0-9_]*[a-z0-9]\b")
 # Grafana's interval variables, replaced by a duration before promtool parses a query.
 GRAFANA_INTERVALS = {"__rate_interval": "5m", "__interval": "1m", "__range": "1h"}
@@ -529,7 +530,8 @@ def check_dashboard(tools: Tools, report: Report) -> None:
 
 
 def _registry_names(tools: Tools) -> set[str]:
-    """Every series name LanderMetrics exposes, with the suffixes of each family's type."""
+    """Every series name LanderMetrics exposes, with the suffixes of each family's type,
+    and those lander compact pushes (gauges, imported with prometheus_client alone)."""
     script = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -545,10 +547,13 @@ names = set()
 for family in LanderMetrics().registry.collect():
     names.update(family.name + s for s in SUFFIXES.get(family.type, [""]))
     names.update(sample.name for sample in family.samples)
+# The pushed series, and the job they are pushed as (a label value the rules name).
+from sparkjobs.compaction.runmetrics import JOB, series_names
+names.update([*series_names(), JOB])
 json.dump(sorted(names), sys.stdout)
 """
     done = _run([tools.python, "-c", script, ROOT])
-    _check(done, "listing the series of consumer/metrics.py")
+    _check(done, "listing the series of consumer/metrics.py and runmetrics.py")
     names: list[str] = json.loads(done.stdout)
     return set(names)
 
@@ -564,9 +569,9 @@ def check_metric_names(tools: Tools, report: Report) -> None:
         used |= names
         unknown.extend(f"{_rel(path)}: {name}" for name in sorted(names - known))
     if unknown:
-        report.fail(MONITORING, "not series of consumer/metrics.py:\n" + "\n".join(unknown))
+        report.fail(MONITORING, "not series of the lander's metrics:\n" + "\n".join(unknown))
     else:
-        report.ok(f"{_rel(MONITORING)}: {len(used)} series names, all in consumer/metrics.py")
+        report.ok(f"{_rel(MONITORING)}: {len(used)} series names, all the lander's")
 
 
 def validate(tools: Tools) -> Report:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from sparkjobs.analysis.analyse import AnalyseJob
     from sparkjobs.compaction.compact import CompactJob
     from sparkjobs.compaction.plan import ByHour
+    from sparkjobs.compaction.runmetrics import WindowRun
     from sparkjobs.io import Filesystem
     from sparkjobs.session import JvmPlan
 
@@ -94,8 +95,9 @@ FLAGS: dict[str, tuple[type[StreamSettings], tuple[FlagSpec, ...]]] = {
             ("compact_strict", "--strict"),
             ("compact_compression", "--compression"),
             ("compact_allow_empty", "--allow-empty"),
-            ("sequence_pointer", "--sequence-field"),
             ("compact_allow_bad_input", "--allow-bad-input"),
+            ("sequence_pointer", "--sequence-field"),
+            "pushgateway",
         ),
     ),
     "analyse": (
@@ -303,14 +305,33 @@ def _compact(settings: CompactSettings) -> int:
         first = listings[0]
         size = sum(f.size for _, by_hour in listings for files in by_hour.values() for f in files)
     session = _Session(settings.spark_master, f"lander-compact-{settings.stream}", jvm_plan(size))
-    codes: list[int] = []
+    runs: list[WindowRun] = []
     try:
         for index, job in enumerate(jobs):
             listing = first if index == 0 else None
-            codes.append(_compact_window(job, settings, session, listing, known))
+            runs.append(_compact_window(job, settings, session, listing, known))
     finally:
         session.finish()
-    return _worst(codes)
+    if settings.pushgateway:
+        _push(settings.pushgateway, runs)
+    return _worst([run.code for run in runs])
+
+
+def _push(gateway: str, runs: list[WindowRun]) -> None:
+    """The run's series to the Pushgateway; a failure is one warning line, no more."""
+    import time
+
+    import structlog
+
+    from sparkjobs.compaction.runmetrics import push_runs
+
+    streams = dict.fromkeys(run.stream for run in runs)
+    codes = {s: _worst([run.code for run in runs if run.stream == s]) for s in streams}
+    failed = push_runs(gateway, runs, codes, time.time())
+    if failed:
+        structlog.get_logger("sparkjobs.cli").warning(
+            "metrics push failed; the exit code is the job's", pushgateway=gateway, error=failed
+        )
 
 
 def _compact_window(
@@ -319,10 +340,11 @@ def _compact_window(
     session: _Session,
     listing: Listing | None,
     known: dict[str, ByHour],
-) -> int:
-    """One stream's window: its result line, and its exit code."""
+) -> WindowRun:
+    """One stream's window: its result line, its exit code and manifest."""
     from sparkjobs.compaction.compact import CompactionError, compact, has_landed_input
     from sparkjobs.compaction.plan import list_window
+    from sparkjobs.compaction.runmetrics import WindowRun
     from sparkjobs.io import is_local
 
     if listing is None and is_local(job.archive):
@@ -331,19 +353,23 @@ def _compact_window(
         landed = any(listing[1].get(hour) for hour in job.window.hour_starts())
     else:
         landed = has_landed_input(_filesystem(job.archive, session.to_list(job.archive)), job)
+    label = job.window.label
     if not landed:
-        return _nothing_to_do(
-            "compact",
-            f"no landed input for stream {job.stream} in window {job.window.label} "
-            f"under {job.archive}",
-            allowed=settings.compact_allow_empty,
+        return WindowRun(
+            job.stream,
+            label,
+            _nothing_to_do(
+                "compact",
+                f"no landed input for stream {job.stream} in window {label} under {job.archive}",
+                allowed=settings.compact_allow_empty,
+            ),
         )
     listed_at, listed = listing if listing is not None else (None, None)
     try:
         manifest = compact(session.get(), job, now=listed_at, listed=listed)
     except CompactionError as exc:
-        print(f"lander compact: {job.stream} {job.window.label}: {exc}", file=sys.stderr)
-        return FAILED
+        print(f"lander compact: {job.stream} {label}: {exc}", file=sys.stderr)
+        return WindowRun(job.stream, label, FAILED)
     print(
         f"{job.stream} {job.window.label}: {manifest.status}; "
         f"hours rewritten {len(manifest.stale_hours)}, "
@@ -357,14 +383,13 @@ def _compact_window(
     for bad in manifest.bad_files:
         print(f"  bad input: {bad.file}: {bad.kind}, {bad.lines} lines ({bad.detail})")
     if not manifest.bad_files or settings.compact_allow_bad_input:
-        return OK
+        return WindowRun(job.stream, label, OK, manifest)
     print(
-        f"lander compact: {job.stream} {job.window.label}: {len(manifest.bad_files)} bad "
-        "input file(s), listed on stdout; the readable rest is published "
-        "(--allow-bad-input: exit 0)",
+        f"lander compact: {job.stream} {label}: {len(manifest.bad_files)} bad input file(s), "
+        "listed on stdout; the readable rest is published (--allow-bad-input: exit 0)",
         file=sys.stderr,
     )
-    return BAD_INPUT
+    return WindowRun(job.stream, label, BAD_INPUT, manifest)
 
 
 def _sequence_count(count: int, pointer: str | None) -> str:

@@ -24,7 +24,8 @@ pyiceberg catalog --catalog (default lander: as configured, else an embedded SQL
 catalog in {compacted}/catalog.db). Re-running a window rewrites only hours whose input
 changed (late files). Bad input is counted and reported with its file, the readable
 rest published, and the window exits 4 (--allow-bad-input: 0); --strict fails the
-window instead (exit 1), publishing nothing.
+window instead (exit 1), publishing nothing. With --pushgateway (LANDER_PUSHGATEWAY)
+each stream's counts, exit code and finish time are pushed at the end of the run.
 
 Several streams (--stream a,b) and windows (--window 2026-11-01..2026-11-07, or a
 comma list) run one after another in one Spark session, each published on its own

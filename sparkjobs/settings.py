@@ -233,6 +233,22 @@ class CompactSettings(JobSettings):
         "lines) is a success (exit 0) instead of exit 4; either way the readable rest is "
         "published and each bad file reported and counted.",
     )
+    pushgateway: str | None = Field(
+        default=None,
+        description="URL of a Prometheus Pushgateway (http://host:9091): at the end of each "
+        "run the job pushes per stream (job lander_compact) its windows' bad input and "
+        "rows, and the run's exit code and finish time, which the shipped alerts watch. "
+        "Unset: nothing is pushed. A failed push is one warning line; the exit code stays.",
+    )
+
+    @field_validator("pushgateway")
+    @classmethod
+    def _pushgateway(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value.strip()):
+            raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+        return value.strip().rstrip("/")
 
     @field_validator("compact_dedupe_horizon")
     @classmethod
