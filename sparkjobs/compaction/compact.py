@@ -53,6 +53,7 @@ from sparkjobs.compaction.plan import (
     partitions_for,
     plan_window,
 )
+from sparkjobs.compaction.quiet import SKIPPED_FILES, TASK_FAILURE, quieted
 from sparkjobs.compaction.sparkplan import DROPPED_DT, SparkPlan
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.table import table
@@ -245,22 +246,28 @@ def _read_and_write(  # noqa: PLR0917 - the run's parts, each used
     one that says the input is damaged or changed since the listing
     (:func:`~sparkjobs.compaction.damage.damaged_input`) is followed by the check and
     the second read, any other fails the window (:class:`CompactionError`, one line).
+    Spark's loggers of a failed task are quiet for the fast read
+    (:mod:`sparkjobs.compaction.quiet`): damage is said here in one line, any other
+    failure logged here with its whole text.
     """
     if all(f.size for f in plan.read.values()):
         try:
-            return spark_plan.run(sorted(plan.read), [], tolerant=False)
+            with quieted(spark, TASK_FAILURE):
+                return spark_plan.run(sorted(plan.read), [], tolerant=False)
         except Exception as exc:  # removes what it wrote; damaged_input decides the rest
             fs.delete(spark_plan.run_dir)
             if not damaged_input(exc):
+                bind.error("read failed", error=str(exc))
                 raise _failed(spark_plan, exc) from exc
-            bind.warning("read failed; checking every input object", error=str(exc)[:500])
+            bind.warning("damaged input; checking every input object", error=describe(exc))
     checked = time.monotonic()
     checks = check_inputs(spark, plan.folders) if plan.folders else {}
     manifest.timings["check_s"] = round(time.monotonic() - checked, 3)
     found = triage(plan.read, checks)
     manifest.bad_files.extend(found.bad)
     try:
-        return spark_plan.run(found.good, found.saved, tolerant=True)
+        with quieted(spark, SKIPPED_FILES):  # damaged objects the check found, skipped
+            return spark_plan.run(found.good, found.saved, tolerant=True)
     except Exception as exc:  # whatever it is, the checked read failed: so does the window
         fs.delete(spark_plan.run_dir)
         raise _failed(spark_plan, exc) from exc
