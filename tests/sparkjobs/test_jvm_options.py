@@ -43,7 +43,7 @@ def test_the_jvms_own_warnings_go_to_stderr_never_to_stdout() -> None:
     """Unified logging writes warnings to stdout by default (a class archive that does
     not match: ``[warning][cds,dynamic] Unable to use shared archive``); a local session
     turns that output off and logs warnings and errors to stderr. (The end-to-end check,
-    a mismatched archive in a real run, is in test_compact.py.)"""
+    a mismatched archive in a real run, is in test_compact_bad_input.py.)"""
     options = local_settings(2, JvmPlan(Path("/x.jsa"), c1_only=True))
     java = options["spark.driver.extraJavaOptions"].split()
     assert java[1:3] == ["-Xlog:disable", "-Xlog:all=warning:stderr"]
