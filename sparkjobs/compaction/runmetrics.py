@@ -16,8 +16,10 @@ of a stream has any, the previous run's stay, and only the run's exit code and t
 change.
 
 A failed push is one warning line and changes nothing else: the job's exit code is its
-windows'. Pure but for :func:`push_runs`; imports only ``prometheus_client``, so
-``deploy/validate.py`` can list the series names.
+windows'. Pure but for :func:`push_runs`. ``prometheus_client`` is imported only to
+push (a cluster that runs the jobs from their zip may not have it: a push is then the
+one warning), and nothing else of the project's dependencies, so ``deploy/validate.py``
+can list the series names.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Gauge, pushadd_to_gateway
-
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from sparkjobs.table.manifest import RunManifest
 
 JOB = "lander_compact"
@@ -81,6 +83,8 @@ def registry_for(
     """The series one stream's group gets: each counted window's bad input by kind and
     rows, and the run's exit code (the worst of its windows), finish time, and, if it
     succeeded, the time again as its last success."""
+    from prometheus_client import CollectorRegistry, Gauge  # noqa: PLC0415 - see above
+
     registry = CollectorRegistry()
     counted = [w for w in windows if w.stream == stream and _counted(w.manifest)]
     if counted:
@@ -122,6 +126,10 @@ def push_runs(
     """Push each stream's group (``codes``: each stream's exit code) to ``gateway``; what
     failed, in one line, or None. The streams after a failure are not tried: they go to
     the same gateway."""
+    try:
+        from prometheus_client import pushadd_to_gateway  # noqa: PLC0415 - see above
+    except ImportError:
+        return "prometheus_client is not installed (pip install prometheus-client)"
     for stream, code in codes.items():
         registry = registry_for(stream, windows, code, finished)
         try:

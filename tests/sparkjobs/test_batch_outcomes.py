@@ -12,6 +12,7 @@ test_compact.py.
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +23,7 @@ import pytest
 import structlog
 
 from sparkjobs import cli as jobs_cli
-from sparkjobs.compaction.runmetrics import WindowRun, registry_for
+from sparkjobs.compaction.runmetrics import WindowRun, push_runs, registry_for
 from sparkjobs.settings import CompactSettings, load
 from sparkjobs.table.manifest import BadFile, HourStats, RunManifest
 from tests.sparkjobs.test_batch_cli import (  # _no_spark: autouse here as there
@@ -194,6 +195,15 @@ def test_a_push_that_fails_is_one_warning_and_leaves_the_exit_code(
     assert logs[0]["pushgateway"] == f"http://127.0.0.1:{port}"
     assert f"stream {STREAM}: URLError" in logs[0]["error"]
     assert f"{STREAM} {DAY}: published;" in capsys.readouterr().out
+
+
+def test_without_prometheus_client_the_push_is_the_one_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cluster running the jobs from their zip may lack it: the job still runs."""
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    failed = push_runs("http://127.0.0.1:9", [WindowRun(STREAM, DAY, 0)], {STREAM: 0}, 5.0)
+    assert failed == "prometheus_client is not installed (pip install prometheus-client)"
 
 
 def test_a_window_that_failed_or_was_up_to_date_pushes_no_window_series() -> None:
