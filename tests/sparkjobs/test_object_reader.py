@@ -143,15 +143,18 @@ def test_damage_fails_the_read_where_the_check_finds_it(spark: SparkSession, nam
 def _compact(
     monkeypatch: pytest.MonkeyPatch, archive: Path, output: Path, **env: str
 ) -> dict[str, Any]:
-    """``lander compact`` of the archive's day in this process; the run's manifest."""
+    """``lander compact`` of the archive's day in this process; the run's manifest. It
+    exits 4 when the run reported bad input, else 0."""
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr("sparkjobs.cli.configure_logging", lambda *_, **__: None)
     argv = ["compact", "--stream", STREAM, "--archive", archive.as_uri()]
     argv += ["--compacted", output.as_uri(), "--window", DAY.isoformat()]
-    assert cli.main(argv) == 0
+    code = cli.main(argv)
     (found,) = (output / "_manifests" / f"stream={STREAM}").glob("*.json")
-    return dict(json.loads(found.read_text()))
+    manifest = dict(json.loads(found.read_text()))
+    assert code == (4 if manifest["bad_files"] else 0)
+    return manifest
 
 
 def _published(output: Path) -> list[tuple[Any, ...]]:
