@@ -31,9 +31,13 @@ TASK_FAILURE = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+    "org.apache.spark.storage.ShuffleBlockFetcherIterator",
+    "org.apache.spark.storage.DiskBlockObjectWriter",
 )
 """Who logs a failed task of the fast read, each with the stack trace: "Exception in
-task", "Lost task" and "Task … failed 1 times; aborting job", "Aborting job"."""
+task", "Lost task" and "Task … failed 1 times; aborting job", "Aborting job"; and, with
+more than one core, the tasks the failure interrupted: "Error occurred while fetching
+local blocks", "Error deleting …/temp_shuffle_…"."""
 SKIPPED_FILES = ("org.apache.spark.sql.execution.datasources.FileScanRDD",)
 """Who logs, with a stack trace, each damaged object the second read skips."""
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pytest
+import structlog
 
 from bench import archives
 from bench.archives import Truth, generate_archive
@@ -289,9 +290,13 @@ def test_a_failure_that_is_not_the_input_fails_the_window_in_one_line(
 
     monkeypatch.setattr(SparkPlan, "run", run)
     monkeypatch.setattr("sparkjobs.compaction.compact.check_inputs", check_inputs)
-    with pytest.raises(CompactionError) as failed:
+    with structlog.testing.capture_logs() as logs, pytest.raises(CompactionError) as failed:
         compact(spark, _job(archive, output))
     assert checked == [], "a failure that is not the input's was taken for bad input"
+    # Spark's task-failure loggers were quiet for that read: the job logs it whole.
+    (error,) = [entry for entry in logs if entry["log_level"] == "error"]
+    assert error["event"] == "read failed"
+    assert str(failed.value.__cause__) == error["error"]
     message = str(failed.value)
     assert "\n" not in message
     assert message.startswith("compacting 2026-11-21 failed: ")
