@@ -194,6 +194,7 @@ def install(tools: Tools, force: bool = False) -> None:
 def _project_pin(name: str) -> str:
     """The ``name==version`` line of constraints.txt (the versions the project tested;
     pyproject.toml gives ranges)."""
+
     def canonical(text: str) -> str:
         return re.sub(r"[-_.]+", "-", text).lower()
 
