@@ -27,6 +27,7 @@ from botocore.exceptions import (
 )
 from botocore.utils import parse_timestamp
 
+from consumer.errors import LanderError, UnreachableError
 from consumer.stream.eventstream import TolerantParserFactory
 
 if TYPE_CHECKING:
@@ -146,6 +147,16 @@ def cause(exc: BaseException) -> str:
         message = str(root.response.get("Error", {}).get("Message", ""))  # type: ignore[attr-defined]
         return f"{code}: {message}"[:300] if message else code
     return f"{type(root).__name__}: {str(root)[:300]}" if str(root) else type(root).__name__
+
+
+def call_failure(
+    exc: BaseException, where: str, what: str, otherwise: type[LanderError] = LanderError
+) -> LanderError:
+    """The error to raise for a failed call to ``where``: UnreachableError when the
+    endpoint did not answer, else ``otherwise`` with ``what`` and the cause."""
+    if unreachable(exc):
+        return UnreachableError(f"cannot reach {where}: {cause(exc)}")
+    return otherwise(f"{what} ({where}): {cause(exc)}")
 
 
 def endpoint(client: Any) -> str:

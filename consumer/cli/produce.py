@@ -34,8 +34,8 @@ import structlog
 
 from consumer.aio import wait_event
 from consumer.archive.envelope import format_ts
-from consumer.aws import backoff, cause, endpoint, error_code, unreachable
-from consumer.errors import LanderError, MissingError, UnreachableError
+from consumer.aws import backoff, call_failure, cause, endpoint, error_code
+from consumer.errors import MissingError
 from consumer.stream.kpl import KPL_DEFAULT_MAX_BYTES
 from consumer.stream.kpl_encode import aggregate_chunks
 
@@ -272,9 +272,7 @@ async def check_stream(kinesis: KinesisClient, name: str) -> None:
                     f"local-stack --stream {name}, on the local stack) or check "
                     "LANDER_STREAM, AWS_REGION and the endpoint"
                 ) from None
-            if unreachable(exc):
-                raise UnreachableError(f"cannot reach {where}: {cause(exc)}") from None
-            raise LanderError(f"cannot describe stream {name} ({where}): {cause(exc)}") from None
+            raise call_failure(exc, where, f"cannot describe stream {name}") from None
         status = response["StreamDescriptionSummary"]["StreamStatus"]
         if status in ("ACTIVE", "UPDATING"):
             return
@@ -376,10 +374,7 @@ class Producer:
             raise MissingError(f"Kinesis stream {self.spec.stream} is gone ({where})") from None
         if time.monotonic() - failing_since < GIVE_UP_SECONDS:
             return
-        seconds = f"{GIVE_UP_SECONDS:.0f} s"
-        if unreachable(exc):
-            raise UnreachableError(f"cannot reach {where} for {seconds}: {cause(exc)}") from None
-        raise LanderError(f"PutRecords failed for {seconds} ({where}): {cause(exc)}") from None
+        raise call_failure(exc, where, f"PutRecords failed for {GIVE_UP_SECONDS:.0f} s") from None
 
     def _count(self, members: list[UserPut], shard_id: str, sequence: str) -> None:
         result = self.result

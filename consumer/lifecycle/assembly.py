@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import structlog
 from prometheus_client import disable_created_metrics
 
-from consumer.aws import Clients, cause, endpoint, unreachable
+from consumer.aws import Clients, call_failure, cause, endpoint, unreachable
 from consumer.compiled import hot_path_mode
 from consumer.config import ConfigError, Settings
 from consumer.errors import LanderError, MissingError, RefusedError, UnreachableError
@@ -280,11 +280,8 @@ async def survey(settings: Settings) -> Survey:
                 "creates it when it starts (lander run)"
             ) from None
         except Exception as exc:
-            if unreachable(exc):
-                raise UnreachableError(f"cannot reach {where}: {cause(exc)}") from None
-            raise SurveyError(
-                f"cannot read lease table {settings.lease_table} ({where}): {cause(exc)}"
-            ) from None
+            what = f"cannot read lease table {settings.lease_table}"
+            raise call_failure(exc, where, what, SurveyError) from None
         found = Survey(leases, board)
         found.shards.update(first)
         for stream_id in list(stream_groups(leases)) if settings.streams else []:
@@ -316,9 +313,7 @@ async def _shards(clients: Clients, name: str, *, missing_is_gone: bool) -> list
             "AWS_REGION and the endpoint"
         ) from None
     except StreamError as exc:
-        if unreachable(exc):
-            raise UnreachableError(f"cannot reach {where}: {cause(exc)}") from None
-        raise SurveyError(f"cannot list the shards of {name} ({where}): {cause(exc)}") from None
+        raise call_failure(exc, where, f"cannot list the shards of {name}", SurveyError) from None
 
 
 async def _board_if_any(store: DynamoLeaseStore) -> Board:

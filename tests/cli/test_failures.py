@@ -24,6 +24,7 @@ import pytest
 
 from consumer.cli import main
 from consumer.errors import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, missing_extra
+from tests.support.cli import clean_env, run_lander
 
 REPO = Path(__file__).resolve().parents[2]
 BOUNDED = 30.0
@@ -32,22 +33,16 @@ BOUNDED = 30.0
 
 pytestmark = [pytest.mark.timeout(180)]
 
-
-def _env(aws_env: dict[str, str], **settings: str) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LANDER_", "AWS_"))}
-    return {**clean, **aws_env, **settings}
+COMMANDS = [
+    (("run", "--check"), "lander: "),
+    (("status",), "lander: "),
+    (("produce", "--count", "10"), "lander produce: "),
+]
+"""The commands that meet a stream, with the start of their one line."""
 
 
 def _lander(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "consumer.cli", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=BOUNDED,
-        check=False,
-    )
+    return run_lander(env, *args, timeout=BOUNDED)
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -81,18 +76,11 @@ def stream(aws_env: dict[str, str]) -> str:
 
 @pytest.mark.emulator
 @pytest.mark.processes
-@pytest.mark.parametrize(
-    ("command", "prefix"),
-    [
-        (("run", "--check"), "lander: "),
-        (("status",), "lander: "),
-        (("produce", "--count", "10"), "lander produce: "),
-    ],
-)
+@pytest.mark.parametrize(("command", "prefix"), COMMANDS)
 def test_a_missing_stream_is_exit_3_and_named(
     aws_env: dict[str, str], tmp_path: Path, command: tuple[str, ...], prefix: str
 ) -> None:
-    env = _env(
+    env = clean_env(
         aws_env,
         LANDER_STREAM="no-such-stream",
         LANDER_LEASE_TABLE="no-such-table",
@@ -113,7 +101,7 @@ def test_a_missing_lease_table_is_exit_3_for_status_and_created_by_nothing_in_ch
     """``status`` names the table; ``run --check`` says start-up would create it and
     leaves the table list as it was."""
     table = f"{stream}-leases"
-    env = _env(
+    env = clean_env(
         aws_env, LANDER_STREAM=stream, LANDER_LEASE_TABLE=table, LANDER_ARCHIVE=tmp_path.as_uri()
     )
     done = _lander(env, "status")
@@ -132,14 +120,7 @@ def test_a_missing_lease_table_is_exit_3_for_status_and_created_by_nothing_in_ch
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize(
-    ("command", "prefix"),
-    [
-        (("run", "--check"), "lander: "),
-        (("status",), "lander: "),
-        (("produce", "--count", "10"), "lander produce: "),
-    ],
-)
+@pytest.mark.parametrize(("command", "prefix"), COMMANDS)
 def test_an_endpoint_that_refuses_is_exit_1_within_seconds(
     closed_port: str, tmp_path: Path, command: tuple[str, ...], prefix: str
 ) -> None:
@@ -153,7 +134,7 @@ def test_an_endpoint_that_refuses_is_exit_1_within_seconds(
         "AWS_ACCESS_KEY_ID": "x",
         "AWS_SECRET_ACCESS_KEY": "y",
     }
-    env = _env(
+    env = clean_env(
         aws, LANDER_STREAM="s", LANDER_LEASE_TABLE="leases", LANDER_ARCHIVE=tmp_path.as_uri()
     )
     done = _lander(env, *command)
@@ -280,7 +261,7 @@ def test_efo_on_an_endpoint_without_fan_out_is_exit_3_with_the_way_out(
     """kinesalite answers the consumer calls with UnknownOperationException: ``run
     --check`` in efo mode refuses (it passed before, and ``lander run`` then failed),
     and ``lander efo describe`` says why instead of an empty message."""
-    env = _env(
+    env = clean_env(
         aws_env,
         LANDER_STREAM=stream,
         LANDER_LEASE_TABLE=f"{stream}-leases",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,13 @@ from tests.support.cluster import REPO
 LANDER = Path(sys.executable).parent / "lander"
 EXIT_REFUSED = 3
 """``lander run``'s exit status when the environment refuses the worker."""
+
+
+def clean_env(aws: dict[str, str], **settings: str) -> dict[str, str]:
+    """This process's environment without its LANDER_ and AWS_ variables, then ``aws``
+    (endpoints, region, credentials) and ``settings`` (LANDER_ variables)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LANDER_", "AWS_"))}
+    return {**clean, **aws, **settings}
 
 
 def run_lander(
