@@ -74,9 +74,11 @@ class LanderMetrics:
             ["stream", "shard_id"],
             registry=r,
         )
-        self.millis_behind = Gauge(
-            "lander_millis_behind_latest",
-            "MillisBehindLatest of the shard's last GetRecords (0: caught up).",
+        self.behind_latest = Gauge(
+            "lander_behind_latest_seconds",
+            "How far behind the tip of the stream the shard's last read was, in seconds: "
+            "Kinesis' MillisBehindLatest of the last GetRecords or subscription event / "
+            "1000 (0: caught up).",
             ["stream", "shard_id"],
             registry=r,
         )
@@ -221,10 +223,15 @@ class LanderMetrics:
             return self.stream, key
         return (self.stream if stream is None else stream.name), shard_id
 
+    def behind(self, stream: str, shard_id: str, millis: int | None) -> None:
+        """The shard's lag as Kinesis reported it (milliseconds; nothing if None)."""
+        if millis is not None:
+            self.behind_latest.labels(stream, shard_id).set(millis / 1000)
+
     def forget_shard(self, key: str) -> None:
         """Drop the shard's gauge once this worker no longer reads it, so a lag
         reported by a worker that lost the shard does not linger as a flat line."""
         labels = self.shard(key)
-        for gauge in (self.millis_behind, self.checkpoint_age, self.records_pending):
+        for gauge in (self.behind_latest, self.checkpoint_age, self.records_pending):
             with contextlib.suppress(KeyError):
                 gauge.remove(*labels)

@@ -154,10 +154,7 @@ class ShardReader:
             self.metrics.getrecords_seconds.labels(self.stream_name, self.shard_id).observe(
                 time.perf_counter() - started
             )
-        if page.millis_behind is not None:
-            self.metrics.millis_behind.labels(self.stream_name, self.shard_id).set(
-                page.millis_behind
-            )
+        self.metrics.behind(self.stream_name, self.shard_id, page.millis_behind)
         return page
 
     def _unpack(self, raw: list[KinesisRecord]) -> list[Record]:

@@ -276,6 +276,8 @@ class SubscriptionReader:
 
     def _unpack(self, event: ShardEvent) -> list[Record]:
         records = unpack(self.shard_id, event.records, self.last)
+        if self.metrics is not None:
+            self.metrics.behind(self.stream_name, self.shard_id, event.millis_behind)
         if records:
             self.last = records[-1].position
             if self.metrics is not None:

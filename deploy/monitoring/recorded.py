@@ -21,7 +21,7 @@ from typing import TypedDict
 
 from prometheus_client.parser import text_string_to_metric_families
 
-DURATIONS = frozenset({"lander_checkpoint_age_seconds", "lander_millis_behind_latest"})
+DURATIONS = frozenset({"lander_checkpoint_age_seconds", "lander_behind_latest_seconds"})
 """Gauges whose value is an elapsed time, scaled with the recording's time."""
 
 

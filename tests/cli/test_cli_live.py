@@ -182,7 +182,7 @@ def test_status_produce_metrics_and_health_on_a_live_worker(live: Live) -> None:
         "lander_worker_info",
         "lander_leases_held",
         "lander_leases_taken_total",
-        "lander_millis_behind_latest",
+        "lander_behind_latest_seconds",
         "lander_getrecords_seconds_bucket",
         "lander_getrecords_seconds_count",
         "lander_records_read_total",

@@ -171,8 +171,8 @@ def test_shard_series_are_labelled_by_stream() -> None:
     clicks = lease_key(StreamId(ACCOUNT, "clicks", 5), "shardId-000000000001")
     assert metrics.shard("shardId-000000000001") == ("orders", "shardId-000000000001")
     assert metrics.shard(clicks) == ("clicks", "shardId-000000000001")
-    metrics.millis_behind.labels("clicks", "shardId-000000000001").set(5)
-    metrics.millis_behind.labels("orders", "shardId-000000000001").set(7)
+    metrics.behind_latest.labels("clicks", "shardId-000000000001").set(5)
+    metrics.behind_latest.labels("orders", "shardId-000000000001").set(7)
     metrics.records_landed.labels("clicks", "shardId-000000000001").inc(3)
     metrics.records_landed.labels("orders", "shardId-000000000001").inc(4)
     assert metrics.value("lander_records_landed", stream="clicks") == 3
@@ -181,13 +181,13 @@ def test_shard_series_are_labelled_by_stream() -> None:
     sample = metrics.registry.get_sample_value
     assert (
         sample(
-            "lander_millis_behind_latest", {"stream": "clicks", "shard_id": "shardId-000000000001"}
+            "lander_behind_latest_seconds", {"stream": "clicks", "shard_id": "shardId-000000000001"}
         )
         is None
     )
     assert (
         sample(
-            "lander_millis_behind_latest", {"stream": "orders", "shard_id": "shardId-000000000001"}
+            "lander_behind_latest_seconds", {"stream": "orders", "shard_id": "shardId-000000000001"}
         )
         == 7
     )

@@ -323,7 +323,7 @@ async def test_lease_read_and_health_metrics_follow_what_happens() -> None:
     assert read == 40
     assert (
         m1.registry.get_sample_value(
-            "lander_millis_behind_latest",
+            "lander_behind_latest_seconds",
             {"stream": m1.stream, "shard_id": "shardId-000000000000"},
         )
         is not None

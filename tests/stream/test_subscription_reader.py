@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from consumer.metrics import LanderMetrics
 from consumer.sequence import Position, Sentinel
 from consumer.stream import Shard, StreamNotFoundError, TransientStreamError
 from consumer.stream.fanout import ConsumerNotFoundError, SubscriptionInUseError
@@ -271,3 +272,31 @@ async def test_not_found_is_the_end_of_a_trimmed_shard_or_a_missing_consumer() -
     await backend.fanout.deregister_consumer("app")
     with pytest.raises(ConsumerNotFoundError, match="app"):
         await _read(reader, lambda _: False)
+
+
+async def test_the_lag_of_each_event_is_the_shards_behind_latest_gauge() -> None:
+    """The efo reader reports lander_behind_latest_seconds as the polling one does (it
+    reported none: an efo fleet had no lag series for the LanderFallingBehind alert)."""
+    backend = _fast()
+    for i in range(3):
+        await backend.put(f"r{i}".encode())
+    consumer = await active_consumer(backend.fanout, "app")
+    metrics = LanderMetrics()
+    reader = SubscriptionReader(
+        backend.stream,
+        backend.fanout,
+        consumer,
+        SHARD,
+        Sentinel.TRIM_HORIZON,
+        silence_seconds=0.3,
+        subscribe_interval=0.01,
+        retry_base=0.01,
+        metrics=metrics,
+        stream_name="orders",
+    )
+    await _read(reader, _count(3))
+    lag = metrics.registry.get_sample_value(
+        "lander_behind_latest_seconds", {"stream": "orders", "shard_id": SHARD}
+    )
+    assert lag is not None
+    assert lag >= 0
