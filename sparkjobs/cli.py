@@ -20,15 +20,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import consumer.errors
 from consumer.config import ConfigError, FlagSpec, add_setting_flags, flag_values
-from consumer.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_CONFIG,
-    EXIT_FAILED,
-    EXIT_MISSING,
-    EXIT_OK,
-    missing_extra,
-)
 from consumer.telemetry import configure_logging
 from sparkjobs.helptext import (
     ANALYSE_HELP,
@@ -65,11 +58,11 @@ if TYPE_CHECKING:
     """When a window's inputs were listed, and the listing."""
 
 OK, FAILED, BAD_CONFIG, EMPTY, BAD_INPUT = (
-    EXIT_OK,
-    EXIT_FAILED,
-    EXIT_CONFIG,
-    EXIT_MISSING,
-    EXIT_BAD_INPUT,
+    consumer.errors.EXIT_OK,
+    consumer.errors.EXIT_FAILED,
+    consumer.errors.EXIT_CONFIG,
+    consumer.errors.EXIT_MISSING,
+    consumer.errors.EXIT_BAD_INPUT,
 )
 """The jobs' exit codes (the one table in consumer.errors)."""
 
@@ -181,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the job ``args.command`` names; the exit code (:data:`OK` … :data:`EMPTY`)."""
     kind, flags = FLAGS[args.command]
     needed = EXTRA_MODULES.get(args.command, ("pyspark", "pyiceberg"))
-    if problem := missing_extra("spark", *needed):
+    if problem := consumer.errors.missing_extra("spark", *needed):
         print(f"lander {args.command}: {problem}", file=sys.stderr)
         return BAD_CONFIG
     try:
