@@ -19,8 +19,10 @@ clients that call AWS: each wraps them into its branch below::
     ├── RefusedError                   the environment refuses the worker, or what a
     │                                  command works on is not there (exit 3)
     │   ├── MissingError               what a command works on does not exist: a
-    │   │                              stream, a lease table (lander status,
-    │   │                              produce, local-stack)
+    │   │   │                          stream, a lease table (lander status,
+    │   │   │                          produce, local-stack)
+    │   │   └── TableNotFoundError     (sparkjobs.table.maintain) lander maintain: the
+    │   │                              compacted table is not in its catalog
     │   ├── PreflightError             consumer.lifecycle.preflight: a start-up check failed
     │   ├── DuplicateWorkerError       consumer.leases.identity: the id is in use
     │   ├── ForeignWorkersError        consumer.leases.foreign: another application
@@ -30,10 +32,8 @@ clients that call AWS: each wraps them into its branch below::
     │   │                              streams that do not exist
     │   ├── ModeStartError             (consumer.stream.readers) a read mode cannot start
     │   │                              for a stream (its stream consumer not made ready)
-    │   ├── KmsKeyError                (consumer.landing.protection) the archive's KMS
-    │   │                              key is missing, disabled or cannot encrypt
-    │   └── TableNotFoundError         (sparkjobs.table.maintain) lander maintain: the
-    │                                  compacted table is not in its catalog
+    │   └── KmsKeyError                (consumer.landing.protection) the archive's KMS
+    │                                  key is missing, disabled or cannot encrypt
     ├── StreamError                    consumer.stream: a Kinesis call failed
     │   ├── IteratorExpiredError       retriable: a new iterator at the last position
     │   ├── ThrottledError             retriable: back off with jitter

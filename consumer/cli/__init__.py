@@ -33,14 +33,11 @@ from consumer.config import (
     flag_values,
     load_settings,
 )
-from consumer.errors import EXIT_CONFIG, EXIT_MISSING, missing_extra
+from consumer.errors import EXIT_CONFIG, missing_extra
 from consumer.telemetry import configure_logging
 
 log = structlog.get_logger("consumer.cli")
 
-EXIT_REFUSED = EXIT_MISSING
-"""A start-up check failed, another process runs under this worker id, or the stream
-went away: the environment, not the code, needs fixing."""
 
 DESCRIPTION = """\
 kinesis-lander: consume a Kinesis stream from Python through fenced DynamoDB leases,

@@ -37,7 +37,7 @@ from pyarrow.fs import FileSelector, FileType
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from consumer.archive.layout import hour_of, stream_folder
-from consumer.errors import RefusedError
+from consumer.errors import MissingError
 from sparkjobs.catalog import TableRef, for_each_table, registered
 from sparkjobs.io import join
 from sparkjobs.settings import MaintainSettings, duration_minutes
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("sparkjobs.maintain")
 
 
-class TableNotFoundError(RefusedError):
+class TableNotFoundError(MissingError):
     """``lander maintain`` was given a table its catalog does not have (exit 3, one line
     naming both): never compacted, or the wrong LANDER_COMPACTED, LANDER_CATALOG or
     LANDER_TABLE. Not retriable: only a compaction makes the table."""

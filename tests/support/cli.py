@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from consumer.errors import EXIT_MISSING
 from tests.support.cluster import REPO
 
 LANDER = Path(sys.executable).parent / "lander"
-EXIT_REFUSED = 3
+EXIT_REFUSED = EXIT_MISSING
 """``lander run``'s exit status when the environment refuses the worker."""
 
 
