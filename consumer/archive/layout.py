@@ -23,6 +23,12 @@ from consumer.sequence import Position
 __all__ = ["SUFFIX"]  # re-exported: a key's end is the codec's
 
 DEAD_LETTER = "dead-letter"
+TEMPLATE = (
+    "{prefix}/stream={stream}/dt=YYYY-MM-DD/hour=HH/minute=mm/shard={shard}/{first}-{last}" + SUFFIX
+)
+"""The key layout, as the module's docstring draws it: part of the landing settings a
+fleet's workers must share (:mod:`consumer.landing.fingerprint`), so a release that
+names objects otherwise is noticed as landing differently."""
 PARTITIONS = ("dt", "hour", "minute")
 """The key's partition folders below a stream's, outermost first."""
 KEY_DEPTH = len(PARTITIONS) + 2

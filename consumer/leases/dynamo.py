@@ -13,8 +13,10 @@ Item layout (KCL 2.x/3.x names, so a KCL application's table can be adopted)::
     pendingRecords (N)  checkpointAgeMs (N)  shardFailures (N)  lastError (S)
                                                (the owner's report, informational)
 
-Items keyed ``lander-...`` are left by earlier releases (worker-id claims, the single
-board item; safe to delete): :meth:`list_leases` leaves them out. Workers' slots live
+Items keyed ``lander-...`` are the lander's own, never leases: :meth:`list_leases` leaves
+them out. Each stream's landing record (``lander-landing:<stream>``, :mod:`.dynamo_landing`)
+is current; worker-id claims and the single board item are left by earlier releases
+(safe to delete). Workers' slots live
 in a table of their own (:mod:`.dynamo_board`). New tables get KCL 3.x's global secondary index
 ``LeaseOwnerToLeaseKeyIndex`` (leaseOwner, leaseKey; keys only).
 
@@ -30,6 +32,7 @@ from botocore.exceptions import ClientError
 
 from consumer.aws import error_code
 from consumer.leases.dynamo_board import DynamoBoard
+from consumer.leases.dynamo_landing import DynamoLanding
 from consumer.leases.dynamo_table import aws_errors, owner_index, unless_refused
 from consumer.leases.keys import parents_of_item, stream_attributes
 from consumer.leases.model import (
@@ -56,7 +59,7 @@ _OWNED = "leaseCounter = :counter AND leaseOwner = :owner"
 _UNOWNED = "leaseCounter = :counter AND (attribute_not_exists(leaseOwner) OR leaseOwner = :null)"
 
 
-class DynamoLeaseStore(DynamoBoard):
+class DynamoLeaseStore(DynamoBoard, DynamoLanding):
     """Leases in a DynamoDB table (created on demand, on-demand billing)."""
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:

@@ -14,6 +14,7 @@ from consumer.leases.board import Board, Leadership, Slot
 from consumer.leases.model import (
     RESERVED_PREFIX,
     TABLE_GONE,
+    LandingRecord,
     Lease,
     LeaseLostError,
     ShardLoad,
@@ -35,12 +36,15 @@ class MemoryLeaseStore:
         """The workers table's slots; None while it does not exist."""
         self.leadership: Leadership | None = None
         """The leader item."""
+        self.landings: dict[str, LandingRecord] = {}
+        """Each stream's landing record (items of the lease table)."""
 
     def drop_table(self) -> None:
         """Delete both tables, as an operator might."""
         self.leases = None
         self.slots = None
         self.leadership = None
+        self.landings = {}
 
     def _table(self) -> dict[str, Lease]:
         if self.leases is None:
@@ -225,6 +229,22 @@ class MemoryLeaseStore:
     async def delete_lease(self, key: str) -> None:
         """Remove a lease."""
         self._table().pop(key, None)
+
+    async def read_landing(self, stream: str, *, consistent: bool = True) -> LandingRecord | None:
+        """The stream's landing record, or None."""
+        self._table()
+        return self.landings.get(stream)
+
+    async def record_landing(
+        self, stream: str, record: LandingRecord, *, replacing: str | None
+    ) -> bool:
+        """Write the record where it has none, or over the digest ``replacing``."""
+        self._table()
+        current = self.landings.get(stream)
+        if (current.digest if current is not None else None) != replacing:
+            return False
+        self.landings[stream] = record
+        return True
 
     # -- the workers table ----------------------------------------------------------
 

@@ -78,9 +78,9 @@ class ShardReport:
 
 
 RESERVED_PREFIX = "lander-"
-"""Lease-table items whose key starts with this are the lander's own (the board, and
-worker-id claims earlier releases wrote), not shard leases; shard ids never start with
-it."""
+"""Lease-table items whose key starts with this are the lander's own (each stream's
+landing record; the board and worker-id claims earlier releases wrote), not shard
+leases; shard ids never start with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,27 @@ class ShardLoad:
 WORKER_KEY_PREFIX = "lander-worker:"
 """Worker-id claims that releases with scan coordination wrote; a table they used may
 still hold some (skipped as :data:`RESERVED_PREFIX` items; safe to delete)."""
+
+
+LANDING_KEY_PREFIX = "lander-landing:"
+"""Each stream's landing record (:class:`LandingRecord`) is keyed by this and the
+stream's name."""
+
+
+def landing_key(stream: str) -> str:
+    """The lease-table key of ``stream``'s landing record."""
+    return LANDING_KEY_PREFIX + stream
+
+
+@dataclass(frozen=True, slots=True)
+class LandingRecord:
+    """The landing a fleet lands one stream with (:mod:`consumer.landing.fingerprint`):
+    its digest, its canonical form, and which worker wrote it when."""
+
+    digest: str
+    settings: str
+    worker: str
+    written_ms: int
 
 
 def wall_ms() -> int:

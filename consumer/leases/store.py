@@ -15,7 +15,13 @@ from collections.abc import Sequence, Set
 from typing import Literal, Protocol
 
 from consumer.leases.board import Board, Leadership, Slot
-from consumer.leases.model import Lease, LeaseError, ShardLoad, ShardReport
+from consumer.leases.model import (
+    LandingRecord,
+    Lease,
+    LeaseError,
+    ShardLoad,
+    ShardReport,
+)
 from consumer.sequence import Checkpoint
 
 Expect = int | None | Literal["any"]
@@ -98,6 +104,17 @@ class LeaseStore(Protocol):
 
     async def delete_lease(self, key: str) -> None:
         """Remove a lease item (no condition)."""
+
+    async def read_landing(self, stream: str, *, consistent: bool = True) -> LandingRecord | None:
+        """``stream``'s landing record (:mod:`consumer.landing.fingerprint`), or None.
+        Raises :class:`TableMissingError`."""
+
+    async def record_landing(
+        self, stream: str, record: LandingRecord, *, replacing: str | None
+    ) -> bool:
+        """Write ``stream``'s landing record where it has none (``replacing`` None) or
+        over the record whose digest is ``replacing``; False if the record is otherwise
+        by now. Raises :class:`TableMissingError`."""
 
 
 class BoardStore(Protocol):
