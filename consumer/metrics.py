@@ -180,6 +180,13 @@ class LanderMetrics:
             "and gives its shards back.",
             registry=r,
         )
+        self.landing_agreed = Gauge(
+            "lander_landing_agreed",
+            "1 while the fleet lands every stream of this worker as it would, 0 while a "
+            "stream's landing record says otherwise (a change adopted by newer workers) "
+            "and this worker gives its shards back.",
+            registry=r,
+        )
         self.ready = Gauge("lander_ready", "1 while /readyz answers 200, else 0.", registry=r)
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds (Linux).
         ProcessCollector(registry=r)

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from consumer.config.fields import CONFIG, ArchiveSse, GzipCodec, check_pointer
 from consumer.config.shared import Archive
+from consumer.landing.fingerprint import check_digests
 from consumer.landing.protection import ObjectProtection, check_owner, parse_tags
 
 _WRITABLE = re.compile(r"^(s3://[^/]+(/.*)?|file:///.+)$")
@@ -112,6 +113,35 @@ class LandingSettings(Archive):
         "probes its archive; if the probe fails too, the worker stops being ready, gives "
         "all its shards back and takes none until a probe succeeds.",
     )
+
+    landing_adopt: str | None = Field(
+        default=None,
+        description="Landing digests, separated by commas, as `lander run --check` prints "
+        "them: a worker whose landing of a stream (archive, payload format, event-id "
+        "pointer) has one of these digests makes it the fleet's, where it "
+        "would otherwise be refused for landing otherwise than the fleet; workers with the "
+        "old landing then give their shards back. For rolling out such a change on "
+        "purpose (docs/operations.md).",
+    )
+
+    landing_check_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often a running worker reads its streams' landing records again "
+        "(one GetItem each): a worker whose landing was replaced by LANDER_LANDING_ADOPT "
+        "gives its shards back within about this long.",
+    )
+
+    @field_validator("landing_adopt")
+    @classmethod
+    def _landing_adopt(cls, value: str | None) -> str | None:
+        check_digests(value)
+        return value
+
+    @property
+    def adopt_digests(self) -> frozenset[str]:
+        """LANDER_LANDING_ADOPT's digests."""
+        return check_digests(self.landing_adopt)
 
     @field_validator("event_id_pointer")
     @classmethod

@@ -37,6 +37,7 @@ from consumer.leases.keys import StreamId, stream_groups
 from consumer.leases.model import Lease
 from consumer.leases.store import TableMissingError
 from consumer.leases.wake import advertised_host, join_address
+from consumer.lifecycle.agreement import Agreement, Settled, landing_of
 from consumer.lifecycle.fleet import Fleet, open_fleet
 from consumer.lifecycle.health import HealthServer
 from consumer.lifecycle.preflight import Passed, Target, preflight
@@ -88,8 +89,10 @@ async def run_daemon(
             check_only=check_only,
         )
         names = sorted(lane.name for lane in fleet.lanes) if fleet else [settings.stream]
+        agreement = Agreement(store, settings.worker_id, settings.adopt_digests)
+        settled = await _settle(settings, clients, agreement, names, fleet, check_only=check_only)
         report = (  # a read mode that cannot start fails the check before it says passed
-            await _check_report(settings, clients, names, passed, several=bool(fleet))
+            await _check_report(settings, clients, names, passed, settled, several=bool(fleet))
             if check_only
             else None
         )
@@ -120,13 +123,48 @@ async def run_daemon(
         server = await _health_server(settings, context, worker)
         tune_gc()
         stopper = asyncio.create_task(_stop_when(stop, worker))
+        watching = agreement.watch(worker.fitness, settings.landing_check_seconds)
+        watcher = asyncio.create_task(watching, name="landing-watch")
         try:
             await worker.run()
         finally:
             stopper.cancel()
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
             if server is not None:
                 await server.stop()
     return []
+
+
+async def _settle(
+    settings: Settings,
+    clients: Clients,
+    agreement: Agreement,
+    names: list[str],
+    fleet: Fleet | None,
+    *,
+    check_only: bool,
+) -> list[Settled]:
+    """Each stream's landing held against the fleet's record (:mod:`.agreement`); a
+    stream found later is held against it as its lane opens."""
+    settled = []
+    where = f"DynamoDB at {endpoint(clients.dynamodb)}"
+    for name in names:
+        landing = landing_of(settings.for_stream(name) if fleet else settings)
+        try:
+            settled.append(await agreement.settle(name, landing, check_only=check_only))
+        except LanderError as exc:
+            if isinstance(exc, RefusedError | UnreachableError):
+                raise
+            what = f"cannot read the landing record of stream {name}"
+            raise call_failure(exc, where, what, RefusedError) from None
+    if fleet is not None:
+
+        async def admit(name: str) -> None:
+            await agreement.settle(name, landing_of(settings.for_stream(name)))
+
+        fleet.admit = admit
+    return settled
 
 
 def _load(settings: Settings, context: WorkerContext) -> LoadedProcessor:
@@ -212,11 +250,18 @@ async def _stop_when(stop: asyncio.Event, worker: Worker) -> None:
 
 
 async def _check_report(
-    settings: Settings, clients: Clients, names: list[str], passed: Passed, *, several: bool
+    settings: Settings,
+    clients: Clients,
+    names: list[str],
+    passed: Passed,
+    settled: list[Settled],
+    *,
+    several: bool,
 ) -> list[str]:
-    """``lander run --check``'s lines: each stream's read mode, then the summary."""
-    lines = []
-    changes = list(passed.changes)
+    """``lander run --check``'s lines: each stream's read mode and landing, then the
+    summary."""
+    lines = [one.line for one in settled]
+    changes = list(passed.changes) + [one.change for one in settled if one.change]
     for name in names:
         own = settings.for_stream(name) if several else settings
         state = await read_mode(own.read_mode).describe(

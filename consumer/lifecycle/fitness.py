@@ -40,8 +40,10 @@ class Fitness:
         worker_id: str,
     ) -> None:
         self.probe = probe
-        self.unfit: str | None = None
-        """Why this worker cannot land right now (None while it can)."""
+        self._failed: str | None = None
+        """Why the probe fails (None while it passes, or has not run)."""
+        self._superseded: str | None = None
+        """Why the fleet lands a stream otherwise than this worker would (None: it agrees)."""
         self.give_back = asyncio.Event()
         """Set while unfit: a shard waiting to restart stops waiting and gives up."""
         self._metrics = metrics
@@ -50,6 +52,33 @@ class Fitness:
         self._probing: asyncio.Task[None] | None = None
         self._log = log.bind(worker_id=worker_id)
         metrics.landing_healthy.set(1)
+        metrics.landing_agreed.set(1)
+
+    @property
+    def unfit(self) -> str | None:
+        """Why this worker cannot land right now (None while it can)."""
+        return self._superseded or self._failed
+
+    def supersede(self, reason: str | None) -> None:
+        """The fleet lands a stream otherwise than this worker would (``reason``): give
+        every shard back and take none; None when it agrees again (a rollback)."""
+        if reason is not None and self._superseded is None:
+            self._superseded = reason
+            self._metrics.landing_agreed.set(0)
+            self._log.error(
+                "the fleet lands a stream otherwise than this worker: giving every shard "
+                "back and taking none until restarted with the fleet's settings",
+                reason=reason,
+            )
+            self.give_back.set()
+            self._on_change(False)
+        elif reason is None and self._superseded is not None:
+            self._superseded = None
+            self._metrics.landing_agreed.set(1)
+            self._log.info("the fleet lands as this worker does again: taking shards")
+            if self._failed is None:
+                self.give_back.clear()
+                self._on_change(True)
 
     async def check(self, key: str, held: list[str]) -> None:
         """A shard keeps failing: is it the shard, or can this worker not land at all?"""
@@ -61,7 +90,7 @@ class Fitness:
                 "shard keeps failing but the probe passes: retrying it here", shard_id=key
             )
             return
-        self.unfit = reason
+        self._failed = reason
         self._metrics.landing_healthy.set(0)
         self._log.error(
             "this worker cannot land: giving every shard back and taking none until a probe passes",
@@ -85,19 +114,22 @@ class Fitness:
 
     async def _until_fit(self) -> None:
         attempt = 0
-        while self.unfit is not None and not self._stopping.is_set():
+        while self._failed is not None and not self._stopping.is_set():
             attempt += 1
             await wait_any((self._stopping,), backoff(attempt, base=1.0, cap=30.0) + 1.0)
             if self._stopping.is_set():
                 return
             reason = await self._failure()
             if reason is not None:
-                self.unfit = reason
+                self._failed = reason
                 self._log.warning("probe failed; still not taking shards", reason=reason)
                 continue
-            self.unfit = None
-            self.give_back.clear()
+            self._failed = None
             self._metrics.landing_healthy.set(1)
+            if self._superseded is not None:
+                self._log.info("probe passed; still not taking shards", reason=self._superseded)
+                return
+            self.give_back.clear()
             self._on_change(True)
             self._log.info("probe passed: this worker can land again and takes shards")
 

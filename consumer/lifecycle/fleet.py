@@ -18,6 +18,7 @@ next listing tries again.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
@@ -50,6 +51,9 @@ class Fleet:
     watch: StreamWatch
     probe: Probe | None
     """Every archive's probe in turn (the streams may land in different archives)."""
+    admit: Callable[[str], Awaitable[None]] | None = None
+    """Held against a stream found later before its lane opens: its landing agrees with
+    the fleet's record (:mod:`.agreement`), or the lane is not opened."""
 
 
 async def open_fleet(
@@ -81,6 +85,8 @@ async def open_fleet(
         initial, timestamp = own.start_position
         if later:  # created while the fleet ran: every record of it is new
             initial, timestamp = Sentinel.TRIM_HORIZON, None
+            if fleet.admit is not None:
+                await fleet.admit(stream.name)
         client = KinesisStream(clients.kinesis, stream.name)
         lane = Lane(stream, stream.name, client, loaded.factory, initial, timestamp)
         if not check_only:
@@ -108,4 +114,5 @@ async def open_fleet(
         for one in list(probes.values()):
             await one()
 
-    return Fleet(lanes, watch, probe if probes else None)
+    fleet = Fleet(lanes, watch, probe if probes else None)
+    return fleet

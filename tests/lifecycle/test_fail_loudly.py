@@ -19,11 +19,12 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from consumer.cli.emulators import LocalStack
 from consumer.cli.harness import wait_until
 from consumer.errors import EXIT_FAILED
 from tests.support.cli import EXIT_REFUSED
@@ -48,6 +49,13 @@ def _get(port: int, path: str) -> tuple[int, dict[str, object]]:
             return int(reply.status), json.loads(reply.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+@pytest.fixture
+def other_stack() -> Iterator[LocalStack]:
+    """A second local stack, for a worker whose S3 is not the fleet's."""
+    with LocalStack() as stack:
+        yield stack
 
 
 @pytest.fixture
@@ -86,6 +94,9 @@ def test_a_healthy_setup_passes_the_checks(base_env: dict[str, str]) -> None:
         f"start-up would create the lease table {table} (on-demand, with "
         "LeaseOwnerToLeaseKeyIndex)" in done.stdout
     )
+    stream = base_env["LANDER_STREAM"]
+    assert re.search(rf"^lander: {stream}: landing [0-9a-f]{{12}} \(file:///", done.stdout, re.M)
+    assert f" and record the landing of stream {stream}\n" in done.stdout
     assert table not in dynamodb.list_tables()["TableNames"]
 
     # A table KCL 2.x made (no owner index): the index is what start-up would add.
@@ -100,7 +111,8 @@ def test_a_healthy_setup_passes_the_checks(base_env: dict[str, str]) -> None:
     assert f"lease table {table} (0 leases)" in done.stdout
     assert (
         "start-up would add the index LeaseOwnerToLeaseKeyIndex to the lease table "
-        f"{table} (UpdateTable) and create the workers table {table}-workers (on-demand)\n"
+        f"{table} (UpdateTable) and create the workers table {table}-workers (on-demand) "
+        f"and record the landing of stream {stream}\n"
     ) in done.stdout
     assert not dynamodb.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes")
 
@@ -186,31 +198,39 @@ def test_the_readme_processor_example_works_as_written(
 
 @pytest.mark.deep  # 13-20 s of real failover and probing
 def test_a_worker_that_cannot_land_gives_back_and_the_fleet_lands_everything(
-    make_cluster: Callable[..., Cluster],
+    make_cluster: Callable[..., Cluster], other_stack: LocalStack
 ) -> None:
     """A worker whose bucket is deleted right after its start-up checks joins a
     healthy fleet of two: it takes a shard, fails to land, gives it back and is not
     ready; every record lands exactly once within failover + 30 s of the last put."""
+    import boto3
+
     cluster = make_cluster(4, LANDER_FLUSH_SECONDS="1")
     cluster.with_archive()
     cluster.start("w1")
     cluster.start("w2")
     wait_until(lambda: sorted(cluster.owners().values()) == [2, 2], 40, "2/2 ownership")
-    doomed = f"doomed-{uuid.uuid4().hex[:8]}"
-    cluster.s3.create_bucket(Bucket=doomed)
-    port = _free_port()
+    # The bad worker lands as the fleet does (the same archive: a worker that lands
+    # otherwise is refused at start), but its S3 is another emulator, whose bucket of
+    # that name the test deletes.
+    other = other_stack
     with cluster.producing(rate=100):
-        time.sleep(1)
-        cluster.start(
-            "bad",
-            LANDER_ARCHIVE=f"s3://{doomed}/landed",
-            LANDER_METRICS_PORT=str(port),
+        doomed = boto3.client(
+            "s3",
+            endpoint_url=other.s3_endpoint,
+            region_name=cluster.env["AWS_REGION"],
+            aws_access_key_id=cluster.env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=cluster.env["AWS_SECRET_ACCESS_KEY"],
         )
+        doomed.create_bucket(Bucket=cluster.bucket)
+        port = _free_port()
+        time.sleep(1)
+        cluster.start("bad", AWS_ENDPOINT_URL_S3=other.s3_endpoint, LANDER_METRICS_PORT=str(port))
         wait_until(lambda: "start-up checks passed" in cluster.log_text("bad"), 30, "bad's checks")
         # The bucket disappears after the checks passed, before anything could land.
-        for item in cluster.s3.list_objects_v2(Bucket=doomed).get("Contents", []):
-            cluster.s3.delete_object(Bucket=doomed, Key=item["Key"])
-        cluster.s3.delete_bucket(Bucket=doomed)
+        for item in doomed.list_objects_v2(Bucket=cluster.bucket).get("Contents", []):
+            doomed.delete_object(Bucket=cluster.bucket, Key=item["Key"])
+        doomed.delete_bucket(Bucket=cluster.bucket)
         wait_until(
             lambda: "this worker cannot land" in cluster.log_text("bad"), 60, "bad to give up"
         )
