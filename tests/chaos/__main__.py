@@ -13,8 +13,9 @@ from pathlib import Path
 from tests.chaos.scenario import SHORT, run, soak
 
 
-def main() -> int:
-    """Run a chaos profile and print its counts; exit 0 only if exactly once held."""
+def build_parser() -> argparse.ArgumentParser:
+    """The arguments (``make chaos CHAOS_ARGS=…`` passes them; tests/test_doc_commands.py
+    checks the docs' against this parser)."""
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--profile", choices=("short", "soak"), default="short")
     parser.add_argument("--minutes", type=float, default=30.0, help="soak length (default 30)")
@@ -25,7 +26,12 @@ def main() -> int:
     parser.add_argument(
         "--streams", type=int, choices=(1, 3), default=1, help="3: one fleet, three streams"
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    """Run a chaos profile and print its counts; exit 0 only if exactly once held."""
+    args = build_parser().parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     profile = replace(
         SHORT if args.profile == "short" else soak(args.minutes, args.rate),
