@@ -7,8 +7,8 @@ Tables (Parquet, under ``{reports}/stream={stream}/{window}/tables/``):
 - ``lateness``: percentiles of landed minus arrival, and of arrival minus the payload's
   event time when ``event_time_pointer`` is set;
 - ``shards`` and ``hot_keys``: how records spread over shards and partition keys;
-- ``gaps``: per producer (partition key), gaps and reorders in a sequence field, when
-  ``sequence_pointer`` is set;
+- ``gaps``: per producer (partition key), gaps in a sequence field and reorders within
+  a shard, when ``sequence_pointer`` is set;
 - ``dead_letters``: the window's dead letters by reason, when the archive is given.
 
 The same findings become ``report.html`` (:mod:`sparkjobs.analysis.report`).
@@ -195,19 +195,23 @@ def _shards(
 
 
 def _gaps(base: DataFrame) -> tuple[DataFrame, list[SequenceGaps]]:
-    """Per producer: distinct values missing between first and last, and order breaks."""
+    """Per producer: distinct values missing between first and last, and reorders.
+
+    A reorder is a record whose value is below the one before it in its shard. Kinesis
+    keeps one order per shard, its sequence numbers' (as numbers; aggregated records by
+    subsequence). Arrival times are approximate (equal within a millisecond, at times
+    earlier for a later record), and across shards there is no order: ordered by them,
+    one key's records split over shards (a KPL aggregate routed by another key, a
+    reshard) counted reorders Kinesis never made.
+    """
     seqs = base.filter(sf.col("producer_seq").isNotNull())
-    arrival = SparkWindow.partitionBy("partition_key").orderBy(
-        "arrival_ts",
-        "shard_id",
-        sf.length("sequence_number"),
-        "sequence_number",
-        "subsequence_number",
+    in_shard = SparkWindow.partitionBy("partition_key", "shard_id").orderBy(
+        sf.length("sequence_number"), "sequence_number", "subsequence_number"
     )
     ordered = seqs.select(
         "partition_key",
         "producer_seq",
-        (sf.col("producer_seq") < sf.lag("producer_seq").over(arrival)).alias("reorder"),
+        (sf.col("producer_seq") < sf.lag("producer_seq").over(in_shard)).alias("reorder"),
     )
     distinct = ordered.select("partition_key", "producer_seq").distinct()
     by_value = SparkWindow.partitionBy("partition_key").orderBy("producer_seq")

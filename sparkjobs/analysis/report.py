@@ -48,10 +48,11 @@ def render_text(analysis: Analysis) -> str:
     if a.sequence_field is None:
         lines.append("gaps          not configured (--sequence-field)")
     else:
+        reorders = sum(g.reorders for g in a.gaps)
         lines.append(
             f"gaps          {len(a.gaps):,} producers: {sum(g.gaps for g in a.gaps):,} gaps, "
-            f"{sum(g.missing for g in a.gaps):,} missing, "
-            f"{sum(g.reorders for g in a.gaps):,} reorders"
+            f"{sum(g.missing for g in a.gaps):,} missing, {reorders:,} reorders"
+            + (" (out of order within a shard, not lost)" if reorders else "")
         )
     lines.append(f"bad input     {t.bad_files:,} files, {t.bad_lines:,} malformed lines")
     lines.append(f"dead letters  {t.dead_letters:,} records ({len(a.dead_letters):,} reasons)")

@@ -35,6 +35,15 @@ MAX_GAP_ROWS = 50
 MAX_TABLE_ROWS = 200  # a window full of malformed files must not make a 100 MB page
 
 
+REORDER = (
+    "A reorder is a record whose sequence value is lower than that of the record before it "
+    "from the same producer within a shard. Kinesis keeps each shard in the order it "
+    "accepted records, not the producer's: retried puts, puts in parallel, or several "
+    "writers sharing one partition key reorder them. Reorders are not data loss; values "
+    "that never arrived count as missing."
+)
+"""Under the gaps, where the count is: without it, thousands of reorders read as damage."""
+
 # --- HTML pieces ----------------------------------------------------------------------
 
 _NO_DATA = '<p class="empty">no data</p>'
@@ -256,7 +265,8 @@ def gaps(a: Analysis) -> str:
     reorders = sum(g.reorders for g in a.gaps)
     parts = [
         f"<p>Sequence field <code>{escape(a.sequence_field)}</code>: {len(a.gaps):,} producers, "
-        f"{gaps:,} gaps, {missing:,} missing, {reorders:,} reorders.</p>"
+        f"{gaps:,} gaps, {missing:,} missing, {reorders:,} reorders.</p>",
+        f'<p class="note">{REORDER}</p>',
     ]
     flawed = [g for g in a.gaps if g.gaps or g.reorders]
     if not a.gaps:

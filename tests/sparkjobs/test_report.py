@@ -344,3 +344,19 @@ def test_sequence_duplicates_are_counted_apart_where_there_are_any() -> None:
     plain = render_html(realistic())
     assert "sequence duplicates removed" not in plain
     assert ", sequence" not in render_text(realistic())
+
+
+def _section(page: str, anchor: str) -> str:
+    start = page.index(f'<section id="{anchor}">')
+    return page[start : page.index("</section>", start)]
+
+
+def test_reorders_are_explained_where_they_are_counted() -> None:
+    """Under the sequence gaps, one sentence says what a reorder is and that it is not
+    a lost record."""
+    section = _section(render_html(realistic()), "gaps")
+    assert "3 reorders" in section
+    assert "A reorder is a record" in section
+    assert "within a shard" in section
+    assert "not data loss" in section
+    assert "3 reorders (out of order within a shard, not lost)" in render_text(realistic())
