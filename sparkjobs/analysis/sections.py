@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from html import escape
 
 from sparkjobs.analysis import formats as fmt
@@ -26,7 +26,7 @@ from sparkjobs.analysis.charts import (
     round_minutes,
     stacked_bars,
 )
-from sparkjobs.analysis.findings import Analysis, ShardShare, VolumePoint
+from sparkjobs.analysis.findings import Analysis, DuplicateStat, ShardShare, VolumePoint
 
 MAX_BUCKETS = 1500  # points per volume line: more add bytes, not anything the eye can see
 MAX_LINES = 12  # volume lines, "other" included: beyond a dozen colours nobody can tell
@@ -146,34 +146,52 @@ def volume(a: Analysis) -> str:
     return _section("volume", "Volume", parts)
 
 
+def _runs(hours: list[DuplicateStat]) -> list[DuplicateStat | tuple[datetime, datetime]]:
+    """The hours in order, each run of consecutive hours without records (no input rows)
+    as one (first, last) pair: a day compacted whole for minutes of data is three lines,
+    not 24."""
+    out: list[DuplicateStat | tuple[datetime, datetime]] = []
+    for d in hours:
+        last = out[-1] if out else None
+        if d.input_rows:
+            out.append(d)
+        elif isinstance(last, tuple) and fmt.utc(d.hour) - fmt.utc(last[1]) == timedelta(hours=1):
+            out[-1] = (last[0], d.hour)
+        else:
+            out.append((d.hour, d.hour))
+    return out
+
+
+def _no_records(first: datetime, last: datetime) -> str:
+    """``2024-05-01 00:00 to 09:59``: from the first hour's start to the last one's end."""
+    end = fmt.utc(last) + timedelta(minutes=59)
+    same_day = end.date() == fmt.utc(first).date()
+    return (
+        f"{fmt.hour(first)} to {end:%H:%M}" if same_day else f"{fmt.hour(first)} to {fmt.hour(end)}"
+    )
+
+
 def duplicates(a: Analysis) -> str:
     if not a.duplicates:
         return _section("duplicates", "Duplicates", [_NO_DATA])
     hours = sorted(a.duplicates, key=lambda d: fmt.utc(d.hour))
-    with_date = fmt.utc(hours[-1].hour) - fmt.utc(hours[0].hour) >= timedelta(days=1)
-    labels = [fmt.utc(d.hour).strftime("%m-%d %H:%M" if with_date else "%H:%M") for d in hours]
     # Sequence duplicates (by producer sequence, no event id) get a column of their own
     # when any hour has one.
     by_sequence = any(d.sequence for d in hours)
-    series = [
-        Series("transport", [float(d.transport) for d in hours], PALETTE[0]),
-        Series("producer", [float(d.producer) for d in hours], PALETTE[1]),
-    ]
-    if by_sequence:
-        series.append(Series("sequence", [float(d.sequence) for d in hours], PALETTE[2]))
-    chart = stacked_bars("Duplicates removed per hour", labels, series, "duplicates")
-    rows = [
-        [
-            fmt.hour(d.hour),
-            fmt.count(d.input_rows),
-            fmt.count(d.transport),
-            fmt.count(d.producer),
-            *([fmt.count(d.sequence)] if by_sequence else []),
-            fmt.rate(d.transport + d.producer + d.sequence, d.input_rows),
-            fmt.count(d.output_rows),
+    parts = []
+    full = [i for i, d in enumerate(hours) if d.input_rows]
+    if full:  # bars from the first hour with records to the last, not the whole window
+        shown = hours[full[0] : full[-1] + 1]
+        with_date = fmt.utc(shown[-1].hour) - fmt.utc(shown[0].hour) >= timedelta(days=1)
+        stamp = "%m-%d %H:%M" if with_date else "%H:%M"
+        labels = [fmt.utc(d.hour).strftime(stamp) for d in shown]
+        series = [
+            Series("transport", [float(d.transport) for d in shown], PALETTE[0]),
+            Series("producer", [float(d.producer) for d in shown], PALETTE[1]),
         ]
-        for d in hours
-    ]
+        if by_sequence:
+            series.append(Series("sequence", [float(d.sequence) for d in shown], PALETTE[2]))
+        parts.append(stacked_bars("Duplicates removed per hour", labels, series, "duplicates"))
     headers = [
         "hour (UTC)",
         "input rows",
@@ -183,8 +201,22 @@ def duplicates(a: Analysis) -> str:
         "rate",
         "output rows",
     ]
+    rows = [
+        [_no_records(*d), "no records", *[""] * (len(headers) - 2)]
+        if isinstance(d, tuple)
+        else [
+            fmt.hour(d.hour),
+            fmt.count(d.input_rows),
+            fmt.count(d.transport),
+            fmt.count(d.producer),
+            *([fmt.count(d.sequence)] if by_sequence else []),
+            fmt.rate(d.transport + d.producer + d.sequence, d.input_rows),
+            fmt.count(d.output_rows),
+        ]
+        for d in _runs(hours)
+    ]
     numeric = tuple(range(1, len(headers)))
-    return _section("duplicates", "Duplicates", [chart, _table(headers, rows, numeric)])
+    return _section("duplicates", "Duplicates", [*parts, _table(headers, rows, numeric)])
 
 
 def lateness(a: Analysis) -> str:

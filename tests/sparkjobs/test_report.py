@@ -274,7 +274,8 @@ def test_empty_analysis_says_no_data() -> None:
 
 
 def test_degenerate_series_still_draw() -> None:
-    """One minute, all-zero counts, clock skew and NaN give charts and "n/a", not errors."""
+    """One minute, all-zero counts, clock skew and NaN give charts and "n/a", not errors;
+    an hour without records is a line that says so, not a chart of zeros."""
     analysis = realistic(
         volume=[VolumePoint(START, "shardId-0", 0, 0)],
         shards=[ShardShare("shardId-0", 0, 0.0)],
@@ -285,7 +286,8 @@ def test_degenerate_series_still_draw() -> None:
         ],
     )
     page = render_html(analysis)
-    assert check(page).tags["svg"] == 4
+    assert check(page).tags["svg"] == 3  # volume, shards, lateness
+    assert "2024-05-01 10:00 to 10:59" in _section(page, "duplicates")
     assert "-500 ms" in page
     assert "n/a" in page
     assert "nan" not in page.lower()
@@ -349,6 +351,24 @@ def test_sequence_duplicates_are_counted_apart_where_there_are_any() -> None:
 def _section(page: str, anchor: str) -> str:
     start = page.index(f'<section id="{anchor}">')
     return page[start : page.index("</section>", start)]
+
+
+def test_hours_without_records_are_one_line_not_a_row_each() -> None:
+    """A day compacted whole with records in two hours: the empty runs between and
+    around them are one line each, and the chart spans only the hours with records."""
+    hours = [DuplicateStat(START.replace(hour=h), 0, 0, 0, 0) for h in range(24)]
+    hours[10] = DuplicateStat(START.replace(hour=10), 1_000, 10, 5, 985)
+    hours[13] = DuplicateStat(START.replace(hour=13), 2_000, 20, 0, 1_980)
+    section = _section(render_html(realistic(duplicates=hours)), "duplicates")
+    rows = re.findall(r"<tr><td>([^<]*)</td><td[^>]*>([^<]*)</td>", section)
+    assert rows == [
+        ("2024-05-01 00:00 to 09:59", "no records"),
+        ("2024-05-01 10:00", "1,000"),
+        ("2024-05-01 11:00 to 12:59", "no records"),
+        ("2024-05-01 13:00", "2,000"),
+        ("2024-05-01 14:00 to 23:59", "no records"),
+    ]
+    assert section.count("<g><title>") == 4  # bars for 10:00 to 13:00, not 24
 
 
 def test_reorders_are_explained_where_they_are_counted() -> None:
