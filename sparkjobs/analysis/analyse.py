@@ -2,7 +2,8 @@
 
 Tables (Parquet, under ``{reports}/stream={stream}/{window}/tables/``):
 
-- ``volume``: records and payload bytes per arrival minute and shard;
+- ``volume``: records and payload bytes per arrival minute and shard (the report's
+  chart in buckets the span of the data chooses: seconds for a minute of it);
 - ``duplicates``: per hour, what compaction removed by cause (from its manifests);
 - ``lateness``: percentiles of landed minus arrival, and of arrival minus the payload's
   event time when ``event_time_pointer`` is set;
@@ -28,6 +29,7 @@ from pyspark.sql import functions as sf
 
 from consumer.archive.codec import GLOB
 from consumer.archive.layout import DEAD_LETTER, hour_folder, parse_relative, stream_folder
+from sparkjobs.analysis.charts import bucket_seconds
 from sparkjobs.analysis.findings import (
     Analysis,
     BadInput,
@@ -126,16 +128,24 @@ def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def _volume(base: DataFrame) -> tuple[DataFrame, list[VolumePoint]]:
-    table = base.groupBy("minute", "shard_id").agg(
-        sf.count(sf.lit(1)).alias("records"), sf.sum("bytes").alias("bytes")
-    )
-    rows = table.orderBy("minute", "shard_id").collect()
+def _volume(base: DataFrame) -> tuple[DataFrame, list[VolumePoint], int]:
+    """The table (per minute and shard), and the chart's points in buckets the span of
+    the data chooses (:func:`bucket_seconds`) and their width in seconds: a minute of
+    data is sixty points, not one drawn flat across the chart."""
+    sums = (sf.count(sf.lit(1)).alias("records"), sf.sum("bytes").alias("bytes"))
+    table = base.groupBy("minute", "shard_id").agg(*sums)
+    extent = base.agg(
+        (sf.unix_micros(sf.max("arrival_ts")) - sf.unix_micros(sf.min("arrival_ts"))).alias("us")
+    ).first()
+    seconds = bucket_seconds(((extent and extent["us"]) or 0) / 1e6)
+    second = sf.unix_seconds("arrival_ts")
+    start = sf.timestamp_seconds(second - sf.pmod(second, sf.lit(seconds))).alias("start")
+    rows = base.groupBy(start, "shard_id").agg(*sums).orderBy("start", "shard_id").collect()
     points = [
-        VolumePoint(_utc(r["minute"]), r["shard_id"], int(r["records"]), int(r["bytes"] or 0))
+        VolumePoint(_utc(r["start"]), r["shard_id"], int(r["records"]), int(r["bytes"] or 0))
         for r in rows
     ]
-    return table, points
+    return table, points, seconds
 
 
 def _lateness(base: DataFrame, column: str, kind: str) -> tuple[DataFrame, list[Lateness]]:
@@ -347,7 +357,7 @@ def analyse(spark: SparkSession, job: AnalyseJob, now: datetime | None = None) -
         records = int(totals["n"]) if totals else 0
         payload = int((totals["b"] if totals else 0) or 0)
         tables: dict[str, DataFrame] = {}
-        tables["volume"], volume = _volume(base)
+        tables["volume"], volume, volume_seconds = _volume(base)
         tables["lateness"], lateness = _lateness(base, "landing_ms", "landing")
         if job.event_time_pointer:
             event_table, event = _lateness(base, "event_ms", "event")
@@ -375,6 +385,7 @@ def analyse(spark: SparkSession, job: AnalyseJob, now: datetime | None = None) -
         records=records,
         bytes=payload,
         volume=volume,
+        volume_seconds=volume_seconds,
         duplicates=duplicates,
         remaining_duplicates=remaining,
         lateness=lateness,

@@ -30,16 +30,53 @@ PALETTE = (
     "#17becf",
 )
 GREY = "#9e9e9e"
-# Whole minutes that make round bucket widths and axis steps; past a day, whole days.
-_ROUND_MINUTES = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
-_DAY = 1440
+# Whole seconds that make round bucket widths and axis steps; past a day, whole days.
+_ROUND_SECONDS: tuple[int, ...] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800)
+_ROUND_SECONDS += (3600, 7200, 10800, 21600, 43200, 86400)
+_DAY = 86400
+_UNITS = ((_DAY, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+MAX_POINTS = 300
+"""Points of a line over time: a few hundred fill a chart 700 px wide; more add bytes,
+not anything the eye can see."""
+MIN_POINTS = 3
+"""Fewer points than this are no line (one is a flat line across, which reads as a steady
+rate): the page writes their numbers instead."""
+
+
+# --- time buckets ------------------------------------------------------------------------
+
+
+def round_seconds(at_least: float, finest: int = 1) -> int:
+    """The smallest round width in seconds (1, 2, 5 ... 12 hours, 1 day, whole days) that
+    is at least ``at_least`` and a whole number of ``finest``."""
+    for seconds in _ROUND_SECONDS:
+        if seconds >= at_least and seconds % finest == 0:
+            return seconds
+    days = _DAY * max(1, math.ceil(at_least / _DAY))
+    return days if days % finest == 0 else finest * max(1, math.ceil(at_least / finest))
+
+
+def bucket_seconds(span: float, finest: int = 1) -> int:
+    """The time bucket of a chart of data from its first to its last record ``span``
+    seconds later: the finest round width that keeps the line within MAX_POINTS points
+    wherever the span falls on the buckets (a second for a minute, a minute for four
+    hours, an hour for a week), and a whole number of the data's own (``finest``)."""
+    return max(finest, round_seconds(span / (MAX_POINTS - 2), finest))
+
+
+def bucket_words(seconds: int) -> tuple[str, str]:
+    """A bucket as people name it: ``("second", "1-second")``, ``("15 minutes",
+    "15-minute")``, ``("2 hours", "2-hour")``."""
+    size, unit = next((size, unit) for size, unit in _UNITS if seconds % size == 0)
+    n = seconds // size
+    return (unit if n == 1 else f"{n} {unit}s"), f"{n}-{unit}"
+
+
+def _at(second: int) -> datetime:
+    return datetime.fromtimestamp(second, UTC)
 
 
 # --- axes and labels ---------------------------------------------------------------------
-
-
-def _from_minute(minute: int) -> datetime:
-    return datetime.fromtimestamp(minute * 60, UTC)
 
 
 def _compact(value: float) -> str:
@@ -53,14 +90,6 @@ def _compact(value: float) -> str:
 def _clip(text: str, length: int = 32) -> str:
     """Shorten a chart label; the full text stays in the SVG ``<title>`` tooltip."""
     return text if len(text) <= length else text[: length - 3] + "..."
-
-
-def round_minutes(at_least: float) -> int:
-    """The smallest round width in minutes (1, 2, 5 ... 1 day, whole days) >= at_least."""
-    for minutes in _ROUND_MINUTES:
-        if minutes >= at_least:
-            return minutes
-    return _DAY * math.ceil(at_least / _DAY)
 
 
 def _ticks(top: float, count: int = 5) -> list[float]:
@@ -150,32 +179,33 @@ def _legend(x: float, y: float, entries: list[tuple[str, str]]) -> list[str]:
 
 
 def line_chart(label: str, start: int, step: int, series: list[Series], y_title: str) -> str:
-    """Lines over time: ``series[i].values[j]`` is at epoch minute ``start + j * step``."""
+    """Lines over time: ``series[i].values[j]`` is at epoch second ``start + j * step``, the
+    sum of a bucket ``step`` seconds wide (named under the time axis). Takes at least two
+    points (:data:`MIN_POINTS` is where the page stops drawing)."""
     n = max(len(s.values) for s in series)
     peak = max((v for s in series for v in s.values), default=0.0)
     ticks = _ticks(peak)
     plot = _Plot(left=64, top=24, width=WIDTH - 64 - 200, height=240, top_value=ticks[-1])
-    span = (n - 1) * step  # minutes from the first point to the last
+    span = (n - 1) * step  # seconds from the first point to the last
 
-    def x_of(minute: float) -> float:
-        return plot.left + (plot.width * (minute - start) / span if span else 0.0)
+    def x_of(second: float) -> float:
+        return plot.left + (plot.width * (second - start) / span if span else 0.0)
 
     parts = _y_axis(plot, ticks, y_title)
     axis_y = plot.top + plot.height
-    tick_step = round_minutes(span / 8)
-    with_date = span >= _DAY  # HH:MM alone repeats every day
-    for minute in range(math.ceil(start / tick_step) * tick_step, start + span + 1, tick_step):
-        x = x_of(minute)
-        stamp = _from_minute(minute).strftime("%m-%d %H:%M" if with_date else "%H:%M")
+    tick_step = round_seconds(span / 8)
+    # HH:MM alone repeats every day; below a minute a step needs its seconds.
+    stamp = "%m-%d %H:%M" if span >= _DAY else "%H:%M" if tick_step % 60 == 0 else "%H:%M:%S"
+    for second in range(math.ceil(start / tick_step) * tick_step, start + span + 1, tick_step):
+        x = x_of(second)
         parts.append(
             f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" stroke="#888"/>'
         )
-        parts.append(_text(x, axis_y + 16, stamp, "middle"))
-    parts.append(_text(plot.left + plot.width / 2, axis_y + 34, "time (UTC)", "middle"))
+        parts.append(_text(x, axis_y + 16, _at(second).strftime(stamp), "middle"))
+    x_title = f"time (UTC), {bucket_words(step)[1]} buckets"
+    parts.append(_text(plot.left + plot.width / 2, axis_y + 34, x_title, "middle"))
     for s in series:
         points = [f"{x_of(start + i * step):.1f},{plot.y(v):.1f}" for i, v in enumerate(s.values)]
-        if len(points) == 1:  # one minute of data: draw it across instead of not at all
-            points.append(f"{plot.left + plot.width:.1f},{plot.y(s.values[0]):.1f}")
         parts.append(
             f'<polyline fill="none" stroke="{s.colour}" stroke-width="1.5" '
             f'points="{" ".join(points)}"><title>{escape(s.name)}</title></polyline>'

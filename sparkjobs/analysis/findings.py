@@ -12,9 +12,10 @@ from datetime import datetime
 
 @dataclass(frozen=True, slots=True)
 class VolumePoint:
-    """Records of one shard that arrived in one minute."""
+    """Records of one shard that arrived in one bucket of time, from ``start`` on
+    (:attr:`Analysis.volume_seconds` wide)."""
 
-    minute: datetime
+    start: datetime
     shard_id: str
     records: int
     bytes: int
@@ -116,6 +117,9 @@ class Analysis:
     records: int
     bytes: int
     volume: list[VolumePoint] = field(default_factory=list)
+    volume_seconds: int = 60
+    """How wide ``volume``'s buckets are: chosen from the span of the data
+    (:func:`sparkjobs.analysis.charts.bucket_seconds`), a second for a minute of it."""
     duplicates: list[DuplicateStat] = field(default_factory=list)
     remaining_duplicates: int = 0
     lateness: list[Lateness] = field(default_factory=list)

@@ -21,8 +21,8 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def epoch_minute(moment: datetime) -> int:
-    return int(utc(moment).timestamp()) // 60
+def epoch_second(moment: datetime) -> int:
+    return int(utc(moment).timestamp())
 
 
 def count(n: int) -> str:

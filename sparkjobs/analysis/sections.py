@@ -12,23 +12,24 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from html import escape
 
 from sparkjobs.analysis import formats as fmt
 from sparkjobs.analysis.charts import (
     GREY,
+    MIN_POINTS,
     PALETTE,
     Bar,
     Series,
+    bucket_seconds,
+    bucket_words,
     hbar_chart,
     line_chart,
-    round_minutes,
     stacked_bars,
 )
 from sparkjobs.analysis.findings import Analysis, DuplicateStat, ShardShare, VolumePoint
 
-MAX_BUCKETS = 1500  # points per volume line: more add bytes, not anything the eye can see
 MAX_LINES = 12  # volume lines, "other" included: beyond a dozen colours nobody can tell
 MAX_BARS = 40  # shards in the records-per-shard chart, "other" included
 MAX_GAP_ROWS = 50
@@ -79,11 +80,13 @@ def _section(anchor: str, title: str, parts: list[str]) -> str:
 # --- the sections, in page order -------------------------------------------------------
 
 
-def _bucket_volume(points: list[VolumePoint]) -> tuple[int, int, list[Series], int]:
-    """Sum the volume into at most ~MAX_BUCKETS round buckets and MAX_LINES lines.
+def _bucket_volume(points: list[VolumePoint], own: int) -> tuple[int, int, list[Series], int]:
+    """Sum the volume into round buckets and at most MAX_LINES lines: as the job counted
+    them (``own`` seconds wide) or, for points that span too long for one chart, wider
+    (:func:`bucket_seconds`: at most MAX_POINTS).
 
-    Returns the first bucket's epoch minute, the bucket width in minutes, the lines
-    (missing minutes count as zero) and how many quiet shards were folded into "other".
+    Returns the first bucket's epoch second, the bucket width in seconds, the lines
+    (missing buckets count as zero) and how many quiet shards were folded into "other".
     """
     totals: dict[str, int] = defaultdict(int)
     for p in points:
@@ -91,9 +94,9 @@ def _bucket_volume(points: list[VolumePoint]) -> tuple[int, int, list[Series], i
     busiest = sorted(totals, key=lambda s: (-totals[s], s))
     shown = busiest if len(busiest) <= MAX_LINES else busiest[: MAX_LINES - 1]
     folded = len(busiest) - len(shown)
-    first = min(fmt.epoch_minute(p.minute) for p in points)
-    last = max(fmt.epoch_minute(p.minute) for p in points)
-    width = round_minutes((last - first + 1) / MAX_BUCKETS)
+    first = min(fmt.epoch_second(p.start) for p in points)
+    last = max(fmt.epoch_second(p.start) for p in points)
+    width = bucket_seconds(last - first, own)
     start = first - first % width  # buckets on round times: 10:15, not 10:07
     count = (last - start) // width + 1
     names = sorted(shown) + ([f"other ({folded} shards)"] if folded else [])
@@ -101,12 +104,25 @@ def _bucket_volume(points: list[VolumePoint]) -> tuple[int, int, list[Series], i
     keep = set(shown)
     for p in points:
         name = p.shard_id if p.shard_id in keep else names[-1]
-        lines[name][(fmt.epoch_minute(p.minute) - start) // width] += p.records
+        lines[name][(fmt.epoch_second(p.start) - start) // width] += p.records
     series = [
         Series(name, lines[name], GREY if folded and i == len(names) - 1 else PALETTE[i])
         for i, name in enumerate(names)
     ]
     return start, width, series, folded
+
+
+def _too_few(start: int, width: int, series: list[Series]) -> str:
+    """The numbers of a volume too short to draw (fewer than MIN_POINTS buckets)."""
+    n = len(series[0].values)
+    sums = [sum(s.values[i] for s in series) for i in range(n)]
+    at = [datetime.fromtimestamp(start + i * width, UTC) for i in range(n)]
+    clock = "%H:%M" if width % 60 == 0 else "%H:%M:%S"
+    said = [f"{sums[0]:,.0f} records from {at[0]:%Y-%m-%d} {at[0].strftime(clock)}"]
+    said += [f"{v:,.0f} from {t.strftime(clock)}" for v, t in zip(sums[1:], at[1:], strict=True)]
+    adjective = bucket_words(width)[1]
+    buckets = f"one {adjective} bucket" if n == 1 else f"{adjective} buckets"
+    return f"<p>{' and '.join(said)} UTC, in {buckets}: too few points to draw a line.</p>"
 
 
 def _shard_bars(shards: list[ShardShare]) -> list[Bar]:
@@ -126,21 +142,25 @@ def _shard_bars(shards: list[ShardShare]) -> list[Bar]:
 
 
 def volume(a: Analysis) -> str:
-    parts = ["<h3>Records per minute, by shard</h3>"]
     if a.volume:
-        start, width, series, folded = _bucket_volume(a.volume)
-        per = "records per minute" if width == 1 else f"records per {width} min"
-        parts.append(line_chart(f"{per.capitalize()} by shard", start, width, series, per))
-        if width > 1:
+        start, width, series, folded = _bucket_volume(a.volume, a.volume_seconds)
+        per = f"records per {bucket_words(width)[0]}"
+        parts = [f"<h3>{per.capitalize()}, by shard</h3>"]
+        if len(series[0].values) < MIN_POINTS:
+            parts.append(_too_few(start, width, series))
+        else:
+            parts.append(line_chart(f"{per.capitalize()} by shard", start, width, series, per))
+        if width > a.volume_seconds:
+            adjective = bucket_words(width)[1]
             parts.append(
-                f'<p class="note">Summed into {width}-minute buckets to keep the page small.</p>'
+                f'<p class="note">Summed into {adjective} buckets to keep the page small.</p>'
             )
         if folded:
             parts.append(
                 f'<p class="note">The {folded} quietest shards are drawn as one line, "other".</p>'
             )
     else:
-        parts.append(_NO_DATA)
+        parts = ["<h3>Records over time, by shard</h3>", _NO_DATA]
     parts.append("<h3>Records per shard</h3>")
     parts.append(hbar_chart("Records per shard", _shard_bars(a.shards)) if a.shards else _NO_DATA)
     return _section("volume", "Volume", parts)

@@ -1,5 +1,5 @@
-"""The analyse job's own counts on rows built here: producer sequence reorders counted
-where Kinesis keeps an order.
+"""The analyse job's own counts on rows built here: volume in buckets the span of the data
+chooses, and producer sequence reorders counted where Kinesis keeps an order.
 
 The report's drawing of them is tests/sparkjobs/test_report.py's (no Spark there).
 """
@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sparkjobs.analysis.analyse import AnalyseJob, _base, _gaps
+from sparkjobs.analysis.analyse import AnalyseJob, _base, _gaps, _volume
 from sparkjobs.table.schema import COMPACTED
 from sparkjobs.window import Window
 
@@ -48,6 +48,26 @@ def _base_of(spark: SparkSession, rows: list[tuple[str, str, str, int, float, in
         COMPACTED,
     )
     return _base(frame, JOB)
+
+
+def test_a_one_minute_window_is_counted_per_second(spark: SparkSession) -> None:
+    """Records over one minute come back in one-second buckets, not as one minute; the
+    Parquet table stays per minute."""
+    rows = [
+        ("k", "shardId-0", str(1_000 + i), 0, s + i / 100, i)
+        for s in range(60)
+        for i in range(1 + s % 5)
+    ]
+    base = _base_of(spark, rows)
+    try:
+        table, points, seconds = _volume(base)
+        assert seconds == 1
+        assert len(points) == 60
+        assert [p.records for p in points] == [1 + s % 5 for s in range(60)]
+        assert points[1].start == START + timedelta(seconds=1)
+        assert table.count() == 1  # one minute, one shard
+    finally:
+        base.unpersist()
 
 
 def test_reorders_are_counted_within_a_shard_in_sequence_number_order(

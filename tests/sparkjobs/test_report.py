@@ -12,6 +12,11 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkjobs.analysis.charts import MAX_POINTS, bucket_seconds
 from sparkjobs.analysis.findings import (
     Analysis,
     BadInput,
@@ -274,8 +279,8 @@ def test_empty_analysis_says_no_data() -> None:
 
 
 def test_degenerate_series_still_draw() -> None:
-    """One minute, all-zero counts, clock skew and NaN give charts and "n/a", not errors;
-    an hour without records is a line that says so, not a chart of zeros."""
+    """All-zero counts, clock skew and NaN give charts and "n/a", not errors; one bucket
+    of volume and an hour without records are lines that say so, not charts."""
     analysis = realistic(
         volume=[VolumePoint(START, "shardId-0", 0, 0)],
         shards=[ShardShare("shardId-0", 0, 0.0)],
@@ -286,7 +291,8 @@ def test_degenerate_series_still_draw() -> None:
         ],
     )
     page = render_html(analysis)
-    assert check(page).tags["svg"] == 3  # volume, shards, lateness
+    assert check(page).tags["svg"] == 2  # shards, lateness
+    assert "0 records from 2024-05-01 10:00 UTC, in one 1-minute bucket" in page
     assert "2024-05-01 10:00 to 10:59" in _section(page, "duplicates")
     assert "-500 ms" in page
     assert "n/a" in page
@@ -295,7 +301,8 @@ def test_degenerate_series_still_draw() -> None:
 
 
 def test_long_windows_with_many_shards_are_downsampled_and_grouped() -> None:
-    """20,000 minutes of 20 shards make a page under 2 MB: wider buckets, quiet shards as other."""
+    """20,000 minutes of 20 shards make a page under 2 MB: wider buckets (at most
+    MAX_POINTS), quiet shards as other."""
     volume = [
         VolumePoint(START + timedelta(minutes=m), f"shardId-{s:012}", 100 + s, 1000)
         for m in range(20_000)
@@ -307,9 +314,10 @@ def test_long_windows_with_many_shards_are_downsampled_and_grouped() -> None:
     checker = check(page)
     assert checker.tags["polyline"] == 12
     for points in re.findall(r'<polyline [^>]*points="([^"]*)"', page):
-        assert len(points.split()) <= 1_501
+        assert len(points.split()) <= MAX_POINTS
     assert "other (9 shards)" in page
-    assert "15-minute buckets" in page
+    assert "Summed into 2-hour buckets" in page
+    assert "Records per 2 hours, by shard" in page
     # The quietest shards (0-8) are folded; the busiest one still has its own line.
     assert "<title>shardId-000000000019</title></polyline>" in page
     assert "<title>shardId-000000000000</title></polyline>" not in page
@@ -351,6 +359,81 @@ def test_sequence_duplicates_are_counted_apart_where_there_are_any() -> None:
 def _section(page: str, anchor: str) -> str:
     start = page.index(f'<section id="{anchor}">')
     return page[start : page.index("</section>", start)]
+
+
+def _polylines(page: str) -> list[list[tuple[float, float]]]:
+    """Each line's points, as (x, y) pairs."""
+    return [
+        [(float(x), float(y)) for x, y in (pair.split(",") for pair in points.split())]
+        for points in re.findall(r'<polyline [^>]*points="([^"]*)"', page)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("span", "seconds"),
+    [
+        (0, 1),
+        (60, 1),  # a one-minute window: a point a second
+        (298, 1),
+        (299, 2),
+        (3_600, 15),
+        (4 * 3_600, 60),  # hours: a point a minute
+        (86_400, 300),
+        (7 * 86_400, 3_600),  # a week: a point an hour
+        (60 * 86_400, 21_600),
+        (365 * 86_400, 2 * 86_400),  # past a day, whole days
+    ],
+)
+def test_chart_buckets_follow_the_span_of_the_data(span: float, seconds: int) -> None:
+    """The finest round bucket that keeps a line within MAX_POINTS points."""
+    assert bucket_seconds(span) == seconds
+
+
+@given(st.floats(min_value=0, max_value=400 * 86_400), st.sampled_from([1, 5, 60, 3_600]))
+def test_chart_buckets_give_a_few_hundred_points_and_divide_by_the_datas_own(
+    span: float, finest: int
+) -> None:
+    """At most MAX_POINTS buckets however the span falls on them, each a whole number of
+    the data's own buckets, and no coarser than needed: over ~100 points when wider than
+    the data's own."""
+    seconds = bucket_seconds(span, finest)
+    assert seconds % finest == 0
+    assert span // seconds + 2 <= MAX_POINTS  # first and last bucket partly covered
+    if seconds > finest:
+        assert span / seconds > (MAX_POINTS - 2) / 2.5
+
+
+def test_a_one_minute_window_is_drawn_per_second_not_as_a_flat_line() -> None:
+    """Sixty one-second buckets draw sixty points that rise and fall, and the axes say
+    the bucket is a second."""
+    volume = [
+        VolumePoint(START + timedelta(seconds=s), "shardId-0", 100 + 50 * (s % 7), 1_000)
+        for s in range(60)
+    ]
+    total = sum(p.records for p in volume)
+    analysis = realistic(
+        volume=volume, volume_seconds=1, shards=[ShardShare("shardId-0", total, 1.0)]
+    )
+    section = _section(render_html(analysis), "volume")
+    (line,) = _polylines(section)
+    assert len({x for x, _ in line}) == 60
+    assert len({y for _, y in line}) == 7  # not flat: seven different counts
+    assert "Records per second, by shard" in section
+    assert "1-second buckets" in section
+    assert "10:00:30" in section  # the time axis in seconds
+
+
+def test_a_single_bucket_is_written_as_its_number_not_drawn_as_a_line() -> None:
+    """Records that all arrived in one bucket have no line to draw: a flat line across
+    the chart would look like a steady rate. The page says the number instead."""
+    volume = [
+        VolumePoint(START, "shardId-0", 1_234, 1_000),
+        VolumePoint(START, "shardId-1", 766, 1_000),
+    ]
+    section = _section(render_html(realistic(volume=volume)), "volume")
+    assert "<polyline" not in section
+    assert "2,000 records" in section
+    assert "10:00" in section
 
 
 def test_hours_without_records_are_one_line_not_a_row_each() -> None:
