@@ -43,6 +43,7 @@ def test_the_block_is_a_path_from_nothing_to_a_query() -> None:
         assert step in block, step
     assert "lander status" in block
     assert "lander compact" in block
+    assert "lander analyse" in block
     assert "pyiceberg" in block
 
 
@@ -67,3 +68,8 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "start-up would create the lease table orders-leases" in out
     assert out.strip().splitlines()[-1] == f"{EVENTS} rows, {EVENTS} event ids", out[-2000:]
     assert "Traceback" not in done.stderr
+    reports = list((tmp_path / "compacted" / "reports" / "stream=orders").rglob("report.html"))
+    assert len(reports) == 1, out[-2000:]
+    page = reports[0].read_text()
+    assert "shardId-000000000000" in page
+    assert "shardId-000000000001" in page  # both shards' records were analysed
