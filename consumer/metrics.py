@@ -187,6 +187,16 @@ class LanderMetrics:
             "and this worker gives its shards back.",
             registry=r,
         )
+        self.effects = Counter(
+            "lander_effects",
+            "Side effects of processors run under a key (consumer.effects), by outcome: "
+            "done, repeat (its stored result returned), taken_over (run again under its "
+            "key after its claimant was gone), unknown (not run again: a person must find "
+            "out whether it happened), reused (the key was recorded for another payload), "
+            "not_done (the effect said it did not happen).",
+            ["outcome"],
+            registry=r,
+        )
         self.ready = Gauge("lander_ready", "1 while /readyz answers 200, else 0.", registry=r)
         # process_cpu_seconds_total, process_resident_memory_bytes, open fds (Linux).
         ProcessCollector(registry=r)

@@ -137,6 +137,18 @@ class Settings(LandingSettings, Logging):
         description="Create the lease table at start when it is missing (false: a missing "
         "table stops start-up, for deployments whose role may not create tables).",
     )
+    effects_table: str | None = Field(
+        default=None,
+        description="DynamoDB table of the effects processors run once per key "
+        "(consumer.effects; default: the lease table's name with -effects), created on "
+        "first use with TTL on expiresAt.",
+    )
+    effects_ttl_seconds: int = Field(
+        default=7 * 24 * 3600,
+        ge=60,
+        description="How long an effect's record is kept (and a repeat recognised): "
+        "longer than the stream's retention, so any record it can deliver again meets it.",
+    )
     stall_seconds: float = Field(
         default=300.0,
         gt=0,
@@ -234,6 +246,18 @@ class Settings(LandingSettings, Logging):
     @classmethod
     def _stream_name(cls, value: str) -> str:
         return check_stream_name(value)
+
+    @property
+    def effects_table_name(self) -> str:
+        """LANDER_EFFECTS_TABLE, or the lease table's name with ``-effects``."""
+        return self.effects_table or f"{self.lease_table}-effects"
+
+    @field_validator("effects_table")
+    @classmethod
+    def _effects_table_name(cls, value: str | None) -> str | None:
+        if value is not None and not TABLE_NAME.match(value):
+            raise ValueError("must be 3-255 characters of A-Z a-z 0-9 _ . -")
+        return value
 
     @field_validator("lease_table")
     @classmethod

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Awaitable, Callable, Iterable, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
@@ -22,6 +22,8 @@ from consumer.leases.decisions import ready_keys
 from consumer.leases.model import Lease, LeaseLostError, ShardLoad, ShardReport
 from consumer.leases.store import LeaseStore, TableMissingError
 from consumer.sequence import Checkpoint
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
@@ -168,6 +170,21 @@ class LeaseCoordinator:
                 raise
             held.renewed_at = started
             return held.lease
+
+    async def fenced(self, key: str, write: Callable[[Lease], Awaitable[T]]) -> T:
+        """Run ``write``, a write of another table conditional on the lease as held
+        (owner, counter, incarnation: :mod:`consumer.effects`), under the lease's lock,
+        so none of this worker's own lease writes moves the counter meanwhile; a
+        LeaseLostError from it marks the lease lost, as a refused checkpoint does."""
+        await self.ensure_valid(key)
+        held = self._held(key)
+        async with held.lock:
+            self._check(held)
+            try:
+                return await write(held.lease)
+            except LeaseLostError as exc:
+                self._mark_lost(key, exc.reason)
+                raise
 
     async def write_report(self, key: str) -> ShardReport | None:
         """The shard's report (:attr:`reports`, with its lag) into its lease, fenced by

@@ -25,17 +25,17 @@ import bisect
 import contextlib
 import enum
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 
 from consumer.aio import stop_task
 from consumer.errors import LanderError, summary
 from consumer.leases.coordinator import LeaseCoordinator
-from consumer.leases.model import LeaseLostError
+from consumer.leases.model import Lease, LeaseLostError
 from consumer.lifecycle.processor import (
     InitializationInput,
     ProcessRecordsInput,
@@ -46,6 +46,8 @@ from consumer.stream import StreamClient
 from consumer.stream.modes import unstarted
 from consumer.stream.readers import Batch, BatchReader, ReaderFactory, ShardRead
 from consumer.stream.records import Record
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from consumer.metrics import LanderMetrics
@@ -120,6 +122,11 @@ class LeaseCheckpointer:
     async def ensure_lease(self) -> None:
         """Raise LeaseLostError unless the lease is certainly ours right now."""
         await self._coordinator.ensure_valid(self.key)
+
+    async def fenced(self, write: Callable[[Lease], Awaitable[T]]) -> T:
+        """Run ``write`` fenced by the lease as held (:meth:`LeaseCoordinator.fenced`):
+        what :mod:`consumer.effects` writes its records with."""
+        return await self._coordinator.fenced(self.key, write)
 
     async def mark_shard_end(self) -> None:
         """Checkpoint SHARD_END; the worker calls this after ``shard_ended``."""

@@ -1,0 +1,1 @@
+"""Tests of exactly-once side effects (consumer.effects)."""
