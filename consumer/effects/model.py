@@ -78,6 +78,9 @@ class Action(enum.Enum):
 
     CLAIM = "claim"
     """No live record: claim it (over ``existing``, if expired) and run the effect."""
+    RESUME = "resume"
+    """The claim in progress is this run's own and its effect has not started (the
+    claim's write went through though its answer was lost, and was retried): run it."""
     TAKE_OVER = "take-over"
     """A claim of another tenure is in progress and the downstream honours the key:
     claim over it and run the effect again under the same key."""
@@ -92,9 +95,12 @@ class Action(enum.Enum):
     """The record is for another payload: the key was reused; refuse."""
 
 
-def decide(existing: Effect | None, payload: str, mode: Mode, now: int) -> Action:
+def decide(
+    existing: Effect | None, payload: str, mode: Mode, now: int, unstarted: str | None = None
+) -> Action:
     """What to do about a key whose record is ``existing`` (None: none), for an effect
-    on ``payload`` (its hash), at ``now`` (epoch seconds). Only the current tenure of
+    on ``payload`` (its hash), at ``now`` (epoch seconds); ``unstarted`` is the claim id
+    of this run when it has not started the key's effect. Only the current tenure of
     the shard's lease may write at all (every write is fenced by it), so a claim in
     progress that is not this call's own is always a claimant that is gone."""
     if existing is None or existing.expires <= now:
@@ -105,4 +111,6 @@ def decide(existing: Effect | None, payload: str, mode: Mode, now: int) -> Actio
         return Action.RETURN
     if existing.state is State.UNKNOWN:
         return Action.UNKNOWN
+    if existing.tenure.claim == unstarted:
+        return Action.RESUME
     return Action.TAKE_OVER if mode is Mode.KEYED else Action.MARK_UNKNOWN

@@ -162,6 +162,9 @@ class ShardEffects:
         self.claim = secrets.token_hex(8)
         self._known: OrderedDict[str, Outcome] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._started: set[str] = set()
+        """Keys whose effect this run called (a claim of its own found in progress for
+        any other key is a write whose answer was lost: still unstarted)."""
 
     def key_of(self, record: Record) -> str:
         """The record's event id (LANDER_EVENT_ID_POINTER); NoKeyError without one."""
@@ -238,13 +241,16 @@ class ShardEffects:
         for _ in range(RACES):
             existing = await store.read(key)
             now = int(self.effects.clock())
-            action = decide(existing, digest, mode, now)
+            unstarted = None if key in self._started else self.claim
+            action = decide(existing, digest, mode, now, unstarted)
             try:
                 if action is Action.RETURN:
                     assert existing is not None
                     assert existing.result is not None
-                    self.effects.count("repeat")
-                    return Outcome(key, "repeat", json.loads(existing.result))
+                    # Its completion went through though the answer was lost: done here.
+                    status: Status = "done" if existing.tenure.claim == self.claim else "repeat"
+                    self.effects.count(status)
+                    return Outcome(key, status, json.loads(existing.result))
                 if action is Action.UNKNOWN:
                     return self._unknown(key, "recorded as unknown earlier")
                 if action is Action.REUSED:
@@ -255,6 +261,9 @@ class ShardEffects:
                     assert existing is not None
                     await self._write(fence, existing, State.UNKNOWN, over=existing)
                     return self._unknown(key, "its claimant was gone before it completed")
+                if action is Action.RESUME:
+                    assert existing is not None
+                    return await self._complete(fence, existing, effect, mode)
                 claim = self._effect(key, digest, State.IN_PROGRESS, now)
                 claimed = await self._write(fence, claim, State.IN_PROGRESS, over=existing)
                 if action is Action.TAKE_OVER:
@@ -272,22 +281,26 @@ class ShardEffects:
         mode: Mode,
     ) -> Outcome:
         key = claimed.key
+        self._started.add(key)
         try:
             result = await effect(key)
         except EffectNotDone:
             await self.effects.store.release(claimed)
+            self._started.discard(key)
             self.effects.count("not_done")
             raise
         except Exception as exc:
             if mode is Mode.KEYED:
                 raise  # run again under the same key, by the next delivery
             await self._write(fence, claimed, State.UNKNOWN, over=claimed)
+            self._started.discard(key)
             return self._unknown(key, f"the effect raised {type(exc).__name__}: {exc}"[:300])
         text = json.dumps(result, separators=(",", ":"))
         if len(text.encode()) > MAX_RESULT_BYTES:
             log.warning("effect result too large to keep: repeats return null", key=key)
             text = "null"
         await self._write(fence, replace(claimed, result=text), State.COMPLETED, over=claimed)
+        self._started.discard(key)  # completed: no claim of this run's left to resume
         self.effects.count("done")
         return Outcome(key, "done", result)
 

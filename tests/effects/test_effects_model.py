@@ -24,7 +24,7 @@ effects = st.builds(
 def test_an_effect_runs_only_where_no_live_record_says_it_did_or_may_have(
     existing: Effect | None, mode: Mode
 ) -> None:
-    action = decide(existing, payload_hash(b"a"), mode, NOW)
+    action = decide(existing, payload_hash(b"a"), mode, NOW, unstarted="not-a-claim-here")
     live = existing is not None and existing.expires > NOW
     runs = action in (Action.CLAIM, Action.TAKE_OVER)
     if not live:
@@ -52,3 +52,19 @@ def test_an_effect_runs_only_where_no_live_record_says_it_did_or_may_have(
 def test_payload_hashes_tell_payloads_apart() -> None:
     assert payload_hash(b"a") == payload_hash(b"a") != payload_hash(b"b")
     assert len(payload_hash(b"")) == 32
+
+
+@given(effects, st.sampled_from(Mode), st.booleans())
+def test_a_claim_of_this_run_whose_effect_has_not_started_is_resumed(
+    existing: Effect, mode: Mode, started: bool
+) -> None:
+    """A claim whose write went through though its answer was lost (and was retried)
+    is this run's own: its effect is run, never recorded unknown. Once the effect has
+    started, the claim is judged as anyone's."""
+    unstarted = None if started else existing.tenure.claim
+    action = decide(existing, existing.payload_hash, mode, NOW, unstarted)
+    live_claim = existing.state is State.IN_PROGRESS and existing.expires > NOW
+    if live_claim and not started:
+        assert action is Action.RESUME
+    else:
+        assert action is decide(existing, existing.payload_hash, mode, NOW)

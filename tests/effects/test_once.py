@@ -240,3 +240,41 @@ async def test_a_worker_s_processor_redelivered_after_a_failure_repeats_nothing(
     assert down.calls == {f"e{i}": 1 for i in range(40)}
     assert outcomes["done"] == 40
     assert outcomes["repeat"] >= 10  # the redelivered batches
+
+
+class LosesAnswers:
+    """A store whose first write of each kind goes through but answers with an error,
+    as a connection that drops after the request: the client retries."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.lost: set[str] = set()
+
+    async def read(self, key: str) -> Any:
+        return await self.store.read(key)
+
+    async def write(self, effect: Any, fence: Any, *, over: Any) -> None:
+        await self.store.write(effect, fence, over=over)
+        if effect.state.value not in self.lost:
+            self.lost.add(effect.state.value)
+            # botocore's retry of the same request meets its own write: refused
+            await self.store.write(effect, fence, over=over)
+
+    async def release(self, effect: Any) -> bool:
+        released: bool = await self.store.release(effect)
+        return released
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+async def test_a_write_whose_answer_was_lost_is_not_mistaken_for_a_gone_claimant(
+    bench: Bench, mode: Mode
+) -> None:
+    """The chaos proxy's "lost" fault: the claim and the completion each go through and
+    their retries are refused. The effect still runs once and says done, in either mode
+    (never unknown: its claim was this run's own, its effect not started)."""
+    held = await bench.hold("w1")
+    effects, down = _effects(bench), Downstream()
+    effects.store = LosesAnswers(bench.effects)
+    outcome = await effects.shard().record(held, _record("e1"), down, mode=mode)
+    assert (outcome.status, down.calls) == ("done", {"e1": 1})
+    assert effects.store.lost == {"IN_PROGRESS", "COMPLETED"}
