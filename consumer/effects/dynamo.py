@@ -4,7 +4,7 @@ Item layout::
 
     effectKey (S, hash key)  effectState (S)  leaseKey (S)  claimOwner (S)  claimId (S)
     payloadHash (S)  expiresAt (N, epoch seconds: the table's TTL attribute)
-    result (S, JSON; COMPLETED only)  writtenMs (N)
+    result (S, JSON; COMPLETED only)  writtenMs (N)  covers (S, a group's last position)
 
 A table of its own, not the lease table under a reserved prefix: a busy processor
 writes millions of records a day, and every scan of the lease table (the leader's,
@@ -49,6 +49,8 @@ def _item(effect: Effect) -> dict[str, Any]:
     }
     if effect.result is not None:
         item["result"] = {"S": effect.result}
+    if effect.covers is not None:
+        item["covers"] = {"S": effect.covers}
     return item
 
 
@@ -62,6 +64,7 @@ def effect_from_item(item: dict[str, Any]) -> Effect:
         expires=int(item[TTL_ATTRIBUTE]["N"]),
         result=item["result"]["S"] if "result" in item else None,
         written_ms=int(item.get("writtenMs", {}).get("N", "0")),
+        covers=item["covers"]["S"] if "covers" in item else None,
     )
 
 

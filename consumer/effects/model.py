@@ -55,6 +55,9 @@ class Effect:
     result: str | None = None
     """The effect's result as JSON text (COMPLETED only)."""
     written_ms: int = 0
+    covers: str | None = None
+    """For an effect on a group of records (:mod:`.groups`), the group's last position,
+    written with the claim: a delivery after a crash cuts the same group."""
 
 
 def payload_hash(payload: bytes) -> str:

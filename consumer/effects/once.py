@@ -41,7 +41,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 import orjson
@@ -154,6 +154,14 @@ class Effects:
             self.metrics.effects.labels(outcome).inc()
 
 
+@dataclass
+class _KeyLock:
+    """One key's calls in this run, one at a time; forgotten when none waits."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class ShardEffects:
     """One processor instance's effects: its claims, and what it already knows."""
 
@@ -161,7 +169,7 @@ class ShardEffects:
         self.effects = effects
         self.claim = secrets.token_hex(8)
         self._known: OrderedDict[str, Outcome] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, _KeyLock] = {}
         self._started: set[str] = set()
         """Keys whose effect this run called (a claim of its own found in progress for
         any other key is a write whose answer was lost: still unstarted)."""
@@ -202,27 +210,32 @@ class ShardEffects:
         effect: Callable[[str], Awaitable[Any]],
         *,
         mode: Mode = Mode.KEYED,
+        covers: str | None = None,
     ) -> Outcome:
         """Run ``effect(key)`` unless the key's effect already ran (its stored result
         is returned) or its outcome is unknown; see the module for the guarantee.
-        ``fence`` is the batch's checkpointer: its lease fences every write."""
+        ``fence`` is the batch's checkpointer: its lease fences every write; ``covers``
+        is kept with the claim (a group's last position, :mod:`.groups`)."""
         if not hasattr(fence, "fenced"):
             raise TypeError(
                 f"{type(fence).__name__} cannot fence effects by the lease: pass the "
                 "worker's checkpointer (batch.checkpointer)"
             )
         fenced = cast("Fenced", fence)
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        entry = self._locks.setdefault(key, _KeyLock())
+        entry.users += 1
         try:
-            async with lock:
+            async with entry.lock:
                 known = self._known.get(key)
                 if known is not None:
                     self.effects.count("repeat" if known.status != "unknown" else "unknown")
                     return known if known.status != "done" else replace(known, status="repeat")
-                outcome = await self._run(fenced, key, payload_hash(payload), effect, mode)
+                digest = payload_hash(payload)
+                outcome = await self._run(fenced, key, digest, effect, mode, covers=covers)
         finally:
-            if not lock.locked():
-                self._locks.pop(key, None)
+            entry.users -= 1
+            if not entry.users:
+                del self._locks[key]
         if outcome.status != "reused":
             self._known[key] = outcome
             if len(self._known) > CACHE_KEYS:
@@ -236,6 +249,8 @@ class ShardEffects:
         digest: str,
         effect: Callable[[str], Awaitable[Any]],
         mode: Mode,
+        *,
+        covers: str | None = None,
     ) -> Outcome:
         store = self.effects.store
         for _ in range(RACES):
@@ -264,7 +279,7 @@ class ShardEffects:
                 if action is Action.RESUME:
                     assert existing is not None
                     return await self._complete(fence, existing, effect, mode)
-                claim = self._effect(key, digest, State.IN_PROGRESS, now)
+                claim = replace(self._effect(key, digest, State.IN_PROGRESS, now), covers=covers)
                 claimed = await self._write(fence, claim, State.IN_PROGRESS, over=existing)
                 if action is Action.TAKE_OVER:
                     self.effects.count("taken_over")

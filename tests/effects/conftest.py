@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
@@ -19,7 +19,7 @@ from consumer.leases.dynamo_table import WORKERS_SUFFIX
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import Lease, LeaseLostError
 from consumer.leases.store import LeaseStore
-from consumer.sequence import Sentinel
+from consumer.sequence import Position, Sentinel
 
 T = TypeVar("T")
 SHARD = "shardId-000000000000"
@@ -33,6 +33,7 @@ class Held:
     leases: LeaseStore
     lease: Lease
     lost: bool = False
+    checkpoints: list[Position | None] = field(default_factory=list)
 
     async def fenced(self, write: Callable[[Lease], Awaitable[T]]) -> T:
         if self.lost:
@@ -43,8 +44,21 @@ class Held:
             self.lost = True
             raise
 
-    async def checkpoint(self) -> None:
-        self.lease = await self.leases.checkpoint(self.lease, Sentinel.TRIM_HORIZON)
+    @property
+    def key(self) -> str:
+        return self.lease.key
+
+    async def checkpoint(self, position: Position | None = None) -> None:
+        """A checkpoint, fenced as the worker's (it moves the lease's counter)."""
+        if self.lost:
+            raise LeaseLostError(self.lease.key, "lost earlier")
+        at = Sentinel.TRIM_HORIZON if position is None else position
+        self.lease = await self.leases.checkpoint(self.lease, at)
+        self.checkpoints.append(position)
+
+    async def ensure_lease(self) -> None:
+        if self.lost:
+            raise LeaseLostError(self.lease.key, "lost earlier")
 
 
 @dataclass
