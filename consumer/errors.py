@@ -32,8 +32,10 @@ clients that call AWS: each wraps them into its branch below::
     │   │                              streams that do not exist
     │   ├── ModeStartError             (consumer.stream.readers) a read mode cannot start
     │   │                              for a stream (its stream consumer not made ready)
-    │   └── KmsKeyError                (consumer.landing.protection) the archive's KMS
-    │                                  key is missing, disabled or cannot encrypt
+    │   ├── KmsKeyError                (consumer.landing.protection) the archive's KMS
+    │   │                              key is missing, disabled or cannot encrypt
+    │   └── LandingDiffersError        (consumer.lifecycle.agreement) the worker would
+    │                                  land a stream otherwise than the fleet
     ├── StreamError                    consumer.stream: a Kinesis call failed
     │   ├── IteratorExpiredError       retriable: a new iterator at the last position
     │   ├── ThrottledError             retriable: back off with jitter
@@ -59,6 +61,12 @@ clients that call AWS: each wraps them into its branch below::
     ├── ObjectStoreError               consumer.landing.objects: the archive; retriable
     │                                  per instance (5xx, SlowDown, resets; not: a
     │                                  missing bucket, access denied, a read-only folder)
+    ├── EffectRaceError                (consumer.effects.store) retriable: an effect's
+    │                                  record changed under its writer: read, decide again
+    ├── EffectStoreError               (consumer.effects.store) retriable per instance:
+    │                                  the effects table refused or failed a call
+    ├── NoKeyError                     (consumer.effects.once) a record has no event id
+    │                                  to key its effect by
     ├── SurveyError                    consumer.lifecycle.assembly: lander status cannot
     │                                  read the lease table or a stream (exit 1)
     ├── TransitionError                consumer.lifecycle.shard_consumer: a change of

@@ -20,8 +20,9 @@ from consumer.sequence import Sentinel
 
 # Two ValueErrors of pure parsers, caught where they are raised (a KPL record becomes a
 # dead letter; the archive format imports nothing of the daemon, by design). The
-# operator layer (consumer.cli) has its own errors and is not walked.
-OUTSIDE = {"KplError", "LineError"}
+# operator layer (consumer.cli) has its own errors and is not walked. EffectNotDone is
+# not the daemon's: a user's effect raises it to say it did not happen (consumer.effects).
+OUTSIDE = {"KplError", "LineError", "EffectNotDone"}
 
 
 def _daemon_exceptions() -> list[type[BaseException]]:

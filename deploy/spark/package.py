@@ -22,6 +22,7 @@ FILES = (
     "consumer/sequence.py",
     "consumer/telemetry.py",
     "consumer/landing/__init__.py",
+    "consumer/landing/fingerprint.py",
     "consumer/landing/protection.py",
     "consumer/leases/__init__.py",
     "consumer/leases/keys.py",
