@@ -252,17 +252,10 @@ class Settings(LandingSettings, Logging):
         """LANDER_EFFECTS_TABLE, or the lease table's name with ``-effects``."""
         return self.effects_table or f"{self.lease_table}-effects"
 
-    @field_validator("effects_table")
+    @field_validator("lease_table", "effects_table")
     @classmethod
-    def _effects_table_name(cls, value: str | None) -> str | None:
+    def _table_name(cls, value: str | None) -> str | None:
         if value is not None and not TABLE_NAME.match(value):
-            raise ValueError("must be 3-255 characters of A-Z a-z 0-9 _ . -")
-        return value
-
-    @field_validator("lease_table")
-    @classmethod
-    def _table_name(cls, value: str) -> str:
-        if not TABLE_NAME.match(value):
             raise ValueError("must be 3-255 characters of A-Z a-z 0-9 _ . -")
         return value
 
