@@ -125,6 +125,10 @@ class DynamoEffectStore(DynamoTable):
                 raise _failure(exc) from exc
             self._ready = True
 
+    async def check(self) -> None:
+        """Create the table where missing (with TTL), then read one key."""
+        await self.read("lander-check")
+
     async def read(self, key: str) -> Effect | None:
         """GetItem, strongly consistent."""
         await self.ensure_table()

@@ -23,6 +23,9 @@ class MemoryEffectStore:
         self.leases = leases
         self.records: dict[str, Effect] = {}
 
+    async def check(self) -> None:
+        """Nothing to make: the dict is there."""
+
     async def read(self, key: str) -> Effect | None:
         """The key's record, or None."""
         return self.records.get(key)

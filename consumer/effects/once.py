@@ -49,8 +49,8 @@ import structlog
 
 from consumer.effects.dynamo import DynamoEffectStore
 from consumer.effects.model import Action, Effect, Mode, State, Tenure, decide, payload_hash
-from consumer.effects.store import EffectRaceError, EffectStore
-from consumer.errors import LanderError
+from consumer.effects.store import EffectRaceError, EffectStore, EffectStoreError
+from consumer.errors import LanderError, RefusedError
 from consumer.landing.envelope import EventIdPointer
 from consumer.leases.model import Lease, wall_ms
 from consumer.lifecycle.processor import Checkpointer
@@ -144,6 +144,16 @@ class Effects:
             event_id_pointer=settings.event_id_pointer,
             metrics=context.metrics,
         )
+
+    async def probe(self) -> None:
+        """The worker's start-up check of the effects table (a processor's
+        ``probe_for_worker`` returns it): RefusedError in one line when it cannot be
+        made or read."""
+        try:
+            await self.store.check()
+        except EffectStoreError as exc:
+            table = getattr(self.store, "table", "the effects table")
+            raise RefusedError(f"effects table {table} is not usable: {exc}") from None
 
     def shard(self) -> ShardEffects:
         """The effects of one processor instance (one shard's run)."""

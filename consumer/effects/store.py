@@ -33,6 +33,10 @@ class EffectStoreError(LanderError):
 class EffectStore(Protocol):
     """One record per effect key."""
 
+    async def check(self) -> None:
+        """Make the table where it is missing and read it once: the start-up check
+        (:class:`EffectStoreError` when it cannot be used)."""
+
     async def read(self, key: str) -> Effect | None:
         """The key's record, strongly consistent; None if there is none."""
 

@@ -14,8 +14,11 @@ import pytest
 
 from consumer.config import load_settings
 from consumer.effects import EffectNotDone, Effects, Mode, NoKeyError
+from consumer.effects.dynamo import DynamoEffectStore
 from consumer.effects.memory import MemoryEffectStore
 from consumer.effects.model import State
+from consumer.effects.store import EffectStoreError
+from consumer.errors import RefusedError
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import LeaseLostError
 from consumer.lifecycle.processor import Checkpointer, ProcessRecordsInput
@@ -250,6 +253,9 @@ class LosesAnswers:
         self.store = store
         self.lost: set[str] = set()
 
+    async def check(self) -> None:
+        await self.store.check()
+
     async def read(self, key: str) -> Any:
         return await self.store.read(key)
 
@@ -274,7 +280,33 @@ async def test_a_write_whose_answer_was_lost_is_not_mistaken_for_a_gone_claimant
     (never unknown: its claim was this run's own, its effect not started)."""
     held = await bench.hold("w1")
     effects, down = _effects(bench), Downstream()
-    effects.store = LosesAnswers(bench.effects)
+    losing = LosesAnswers(bench.effects)
+    effects.store = losing
     outcome = await effects.shard().record(held, _record("e1"), down, mode=mode)
     assert (outcome.status, down.calls) == ("done", {"e1": 1})
-    assert effects.store.lost == {"IN_PROGRESS", "COMPLETED"}
+    assert losing.lost == {"IN_PROGRESS", "COMPLETED"}
+
+
+async def test_the_start_up_probe(bench: Bench) -> None:
+    """The probe makes and reads the table; a table that cannot be used refuses the
+    start in one line."""
+    await _effects(bench).probe()
+    if isinstance(bench.effects, DynamoEffectStore):
+        client = bench.effects._client
+        ttl = await client.describe_time_to_live(TableName=bench.effects.table)
+        assert ttl["TimeToLiveDescription"]["TimeToLiveStatus"] in ("ENABLED", "ENABLING")
+        assert ttl["TimeToLiveDescription"]["AttributeName"] == "expiresAt"
+
+    class Refusing(LosesAnswers):
+        table = "orders-leases-effects"
+
+        async def check(self) -> None:
+            raise EffectStoreError("DynamoDB AccessDeniedException: not allowed", retriable=False)
+
+    refused = Effects(Refusing(bench.effects))
+    with pytest.raises(RefusedError) as caught:
+        await refused.probe()
+    assert str(caught.value) == (
+        "effects table orders-leases-effects is not usable: DynamoDB AccessDeniedException: "
+        "not allowed"
+    )
