@@ -25,6 +25,7 @@ from datetime import datetime
 
 import structlog
 
+from consumer.errors import RefusedError
 from consumer.leases.keys import StreamId, split_key
 from consumer.lifecycle.processor import ProcessorFactory
 from consumer.sequence import Sentinel
@@ -159,10 +160,19 @@ class StreamWatch:
         self.missing_since = missing
         opened = []
         for stream in plan.start:
+            refused = None
             try:
                 opened.append(await self.make_lane(stream))
+            except RefusedError as exc:  # a condition with its one line (a landing refused)
+                refused = str(exc)
             except Exception:  # one stream's lane must not stop the others
                 log.exception(
                     "stream not opened; the next listing tries again", stream=stream.serialized
+                )
+            if refused is not None:
+                log.error(
+                    "stream not opened; the next listing tries again",
+                    stream=stream.serialized,
+                    reason=refused,
                 )
         return opened, sorted([*plan.retire, *replaced])

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from structlog.testing import capture_logs
+
 from consumer.leases.keys import StreamId, lease_key
+from consumer.lifecycle.agreement import LandingDiffersError
 from consumer.lifecycle.lanes import GRACE_LISTINGS, Lane, Lanes, StreamWatch
 from consumer.lifecycle.processor import RecordProcessor
 from consumer.metrics import LanderMetrics
@@ -161,6 +164,33 @@ async def test_a_stream_whose_lane_cannot_open_is_tried_again_and_stops_no_other
     broken.clear()
     opened, retired = await watch.plan(lanes)
     assert ([lane.name for lane in opened], retired) == (["orders-1"], [])
+
+
+async def test_a_stream_whose_landing_is_refused_is_logged_in_one_line() -> None:
+    """A stream found later whose landing differs from the fleet's record: not opened,
+    logged with its one line and no traceback, and tried again at the next listing."""
+    listing = [_listed("orders-1")]
+    refusal = "stream orders-1 lands otherwise in this worker than in the fleet (...)"
+    refused = [True]
+
+    async def lister() -> list[Listed]:
+        return list(listing)
+
+    async def make(stream: StreamId) -> Lane:
+        if refused[0]:
+            raise LandingDiffersError(refusal)
+        return _lane(stream, stream.name)
+
+    watch = StreamWatch(StreamChoice.parse("orders-*"), lister, make, interval=10, clock=Clock())
+    with capture_logs() as logs:
+        assert await watch.plan(Lanes([])) == ([], [])
+    (entry,) = [e for e in logs if e["event"].startswith("stream not opened")]
+    assert entry["reason"] == refusal
+    assert entry["log_level"] == "error"
+    assert "exc_info" not in entry
+    refused[0] = False
+    opened, _ = await watch.plan(Lanes([]))
+    assert [lane.name for lane in opened] == ["orders-1"]
 
 
 def test_shard_series_are_labelled_by_stream() -> None:
