@@ -3,7 +3,8 @@
 :class:`BilledLeaseStore` is the in-memory lease table billing each call as DynamoDB
 bills it: item sizes from the attributes :class:`consumer.leases.dynamo.DynamoLeaseStore`
 writes, 4 KB read units (a strongly consistent read 1 unit, an eventually consistent
-one half), 1 KB write units, conditional writes billed whether they succeed or not.
+one half), 1 KB write units, conditional writes billed whether they succeed or not
+(:mod:`bench.units`).
 Every call also takes :data:`LATENCY` of (simulated) time, so that workers calling it
 interleave as they do over a network. :mod:`bench.kcl` computes what KCL 2.x and 3.x cost
 under their defaults with the same units. Used by :mod:`bench.scale`.
@@ -18,6 +19,7 @@ from collections.abc import Coroutine, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from bench.units import READ_UNIT, WRITE_UNIT
 from consumer.leases.board import Board, Leadership, Slot
 from consumer.leases.board_item import KEY, LEADER_KEY, SLOT_PREFIX
 from consumer.leases.memory import MemoryLeaseStore
@@ -25,7 +27,7 @@ from consumer.leases.model import WORKER_KEY_PREFIX, Lease, ShardLoad, ShardRepo
 from consumer.leases.store import Expect
 from consumer.sequence import Checkpoint, checkpoint_to_item
 
-READ_UNIT, WRITE_UNIT, SCAN_PAGE = 4096, 1024, 1 << 20
+SCAN_PAGE = 1 << 20
 LATENCY = 0.005
 """Simulated seconds each lease-table call takes (DynamoDB's typical single-digit ms), so
 that workers' calls interleave as they do over a network; a Scan takes one more such

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bench.billing import READ_UNIT, WRITE_UNIT
+from bench.units import READ_UNIT, WRITE_UNIT
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from bench.cluster import LeaseTable, Workers
 from bench.local_aws import LocalAws, boto3_client, create_stream
 from bench.report import RESULTS, progress
 from bench.scale import simulate
+from bench.units import dynamo_item_bytes
 from consumer.cli.harness import wait_until
 from consumer.leases.board_item import KEY, LEADER_KEY
 from consumer.leases.dynamo_table import WORKERS_SUFFIX
@@ -221,32 +222,6 @@ def measure(aws: LocalAws) -> dict[str, Any]:
     }
 
 
-def attribute_bytes(value: dict[str, Any]) -> int:
-    """What DynamoDB counts for one attribute value: a string's UTF-8 bytes, a number
-    about one byte per two digits plus one, one byte for a boolean, 3 bytes per list
-    or map plus its elements (a map's names counted too)."""
-    ((kind, inner),) = value.items()
-    if kind == "S":
-        return len(str(inner).encode())
-    if kind == "N":
-        digits = str(inner).lstrip("-").replace(".", "")
-        return (len(digits) + 1) // 2 + 1
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(str(item).encode()) for item in inner)
-    if kind == "L":
-        return 3 + sum(attribute_bytes(item) + 1 for item in inner)
-    if kind == "M":
-        return 3 + sum(len(name) + attribute_bytes(item) + 1 for name, item in inner.items())
-    return len(json.dumps(inner))
-
-
-def item_bytes(item: dict[str, Any]) -> int:
-    """An item's size as DynamoDB bills it: names and values."""
-    return sum(len(name) + attribute_bytes(value) for name, value in item.items())
-
-
 def largest_item(aws: LocalAws, workers: int) -> dict[str, Any]:
     """``workers`` processes on a 16-shard stream, balanced: the largest item of the
     lease table and of the workers table, in bytes."""
@@ -268,7 +243,7 @@ def largest_item(aws: LocalAws, workers: int) -> dict[str, Any]:
         time.sleep(5)  # a beat of every worker after the last hand-off
         for kind, name in (("lease", lease_table), ("workers", lease_table + WORKERS_SUFFIX)):
             items = dynamodb.scan(TableName=name, ConsistentRead=True)["Items"]
-            sizes[kind] = max(item_bytes(item) for item in items)
+            sizes[kind] = max(dynamo_item_bytes(item) for item in items)
     finally:
         fleet.stop_all()
     return {"workers": workers, "shards": ITEM_SHARDS, "largest_bytes": sizes}

@@ -3,7 +3,8 @@ names the same call, so the emulator counts and the simulated ones line up."""
 
 from __future__ import annotations
 
-from bench.scale_check import item_bytes, label
+from bench.scale_check import label
+from bench.units import dynamo_item_bytes
 
 
 def _slot(expression: str) -> dict[str, object]:
@@ -65,4 +66,4 @@ def test_an_items_size_counts_names_and_values_as_dynamodb_does() -> None:
         "l": {"BOOL": True},  # 1 + 1
         "i": {"L": [{"S": "s-1"}]},  # 1 + 3 + (3 + 1)
     }
-    assert item_bytes(slot) == 16 + 3 + 2 + 8
+    assert dynamo_item_bytes(slot) == 16 + 3 + 2 + 8

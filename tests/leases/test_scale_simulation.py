@@ -14,10 +14,11 @@ import time
 import pytest
 
 from bench import virtual_time
-from bench.billing import READ_UNIT, BilledLeaseStore, item_bytes
+from bench.billing import BilledLeaseStore, item_bytes
 from bench.kcl import kcl_costs
 from bench.scale import simulate
 from bench.scale_load import hot_shards
+from bench.units import READ_UNIT
 from bench.virtual_time import VirtualClock
 from consumer.leases.model import Lease, LeaseLostError, ShardReport
 from consumer.sequence import Sentinel
