@@ -2,7 +2,8 @@
 
 ``drain`` and ``failover`` live in this package's modules of those names and share one
 local stack per benchmark started here; ``hotpath``, ``latency``, ``requests``
-(:mod:`bench.aws_requests`), ``scale`` and ``compaction`` are modules with ``run(quick) -> dict``
+(:mod:`bench.aws_requests`), ``scale``, ``compaction`` and ``effects`` are modules with
+``run(quick) -> dict``
 and ``render(dict) -> str`` that manage their own setup. After a run that is not
 ``--quick``, the generated blocks of docs/benchmarks.md are rewritten from
 ``bench/results/*.json`` (:mod:`bench.docs`).
@@ -21,9 +22,18 @@ from typing import Any
 from bench.machine import describe, machine_facts
 from bench.report import RESULTS, progress, write_results
 
-BENCHMARKS = ("drain", "failover", "hotpath", "latency", "requests", "scale", "compaction")
+BENCHMARKS = (
+    "drain",
+    "failover",
+    "hotpath",
+    "latency",
+    "requests",
+    "scale",
+    "compaction",
+    "effects",
+)
 # Modules that expose run(quick) -> dict and render(result) -> str.
-SELF_CONTAINED = ("hotpath", "latency", "requests", "scale", "compaction")
+SELF_CONTAINED = ("hotpath", "latency", "requests", "scale", "compaction", "effects")
 # Where a benchmark's module is not named after it (bench/requests.py would shadow the
 # requests package for anything run from inside bench/).
 MODULES = {"requests": "aws_requests"}

@@ -28,7 +28,16 @@ from bench.report import RESULTS
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HANDOFF_TARGET = 1.0
 """Seconds from SIGTERM to the survivor delivering (issue 13)."""
-BENCHMARKS = ("drain", "failover", "hotpath", "latency", "requests", "scale", "compaction")
+BENCHMARKS = (
+    "drain",
+    "failover",
+    "hotpath",
+    "latency",
+    "requests",
+    "scale",
+    "compaction",
+    "effects",
+)
 BLOCKS = ("summary", "machine", *BENCHMARKS)
 # Anything that looks like a path of the machine the benchmarks ran on.
 _LOCAL_PATH = re.compile(r"(?<![\w.])/(?:work|tmp|root|home|opt|var|usr)/")
@@ -416,6 +425,48 @@ def scale_rows(result: Mapping[str, Any]) -> list[Row]:
     return rows
 
 
+def _per_record(side: Mapping[str, Any]) -> str:
+    per = side["per_record"]
+    return (
+        f"{per['requests']:.2f} requests, {per['read_units']:.2f} RRU, {per['write_units']:.2f} WRU"
+    )
+
+
+def effects_rows(result: Mapping[str, Any]) -> list[Row]:
+    """Records per second and DynamoDB per record through consumer.effects, against the
+    same processor without the store; a redelivery (every record a repeat)."""
+    config, summary = result["config"], result["summary"]
+    shape = f"{config['shards']} shards x {config['records_per_shard']:,}"
+    base = summary["baseline"]
+    rows: list[Row] = []
+    for side, what in (("effects", "new keys, Mode.KEYED"), ("redelivery", "every key a repeat")):
+        found = summary.get(side)
+        if found is None:
+            continue
+        rows.append(
+            (
+                f"effects, one worker, {shape}, {what}: records/s (emulator)",
+                f"{_rate(found['median_steady_rate'])} rec/s (from the start "
+                f"{_rate(found['median_rate'])})",
+                f"no store {_rate(base['median_steady_rate'])} "
+                f"(from the start {_rate(base['median_rate'])})",
+                f"**{found['steady_ratio_to_baseline']:.3f}x** "
+                f"(from the start {found['ratio_to_baseline']:.2f}x)",
+                "(reported)",
+            )
+        )
+        rows.append(
+            (
+                f"effects, {what}: DynamoDB per record (counted)",
+                _per_record(found),
+                f"no store {_per_record(base)}",
+                "-",
+                "(reported)",
+            )
+        )
+    return rows
+
+
 SUMMARY_ROWS: dict[str, Callable[[Mapping[str, Any]], list[Row]]] = {
     "drain": drain_rows,
     "failover": failover_rows,
@@ -424,6 +475,7 @@ SUMMARY_ROWS: dict[str, Callable[[Mapping[str, Any]], list[Row]]] = {
     "requests": requests_rows,
     "scale": scale_rows,
     "compaction": compaction_rows,
+    "effects": effects_rows,
 }
 
 
@@ -435,6 +487,7 @@ ROW_PREFIXES: dict[str, tuple[str, ...]] = {
     "requests": ("DynamoDB requests", "Kinesis requests", "S3 requests"),
     "scale": ("lease table",),
     "compaction": ("compaction",),
+    "effects": ("effects",),
 }
 """How each benchmark's summary rows begin: rows of a benchmark with no result at hand
 are kept from the page as they were."""
@@ -520,7 +573,7 @@ def block_text(name: str, result: Mapping[str, Any], render: Callable[[Any], str
 
 def renderers() -> dict[str, Callable[[Any], str]]:
     """Each benchmark's report renderer (imported late: some pull in heavy modules)."""
-    from bench import aws_requests, compaction, hotpath, latency, scale
+    from bench import aws_requests, compaction, effects, hotpath, latency, scale
     from bench.drain import render_drain
     from bench.failover import render_failover
 
@@ -532,6 +585,7 @@ def renderers() -> dict[str, Callable[[Any], str]]:
         "requests": aws_requests.render,
         "scale": scale.render,
         "compaction": compaction.render,
+        "effects": effects.render,
     }
 
 
