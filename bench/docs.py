@@ -482,7 +482,11 @@ SUMMARY_ROWS: dict[str, Callable[[Mapping[str, Any]], list[Row]]] = {
 ROW_PREFIXES: dict[str, tuple[str, ...]] = {
     "drain": ("drain",),
     "failover": ("failover", "graceful hand-off"),
-    "hotpath": ("landing hot path",),
+    "hotpath": (
+        "landing hot path",
+        "GetRecords response parsed",
+        "landing from the GetRecords response",
+    ),
     "latency": ("put -> landed", "put -> delivered"),
     "requests": ("DynamoDB requests", "Kinesis requests", "S3 requests"),
     "scale": ("lease table",),

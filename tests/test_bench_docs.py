@@ -246,3 +246,8 @@ def test_hotpath_rows_from_the_response_compare_kpl_with_plain() -> None:
     assert ">= plain: met" in kpl[0]
     assert "0.90x" in kpl[1]
     assert "**missed**" in kpl[1]
+    # A run of another benchmark keeps every one of these rows.
+    kept = summary_table({}, "\n".join(lines)).splitlines()
+    assert [line for line in kept if line.startswith("| ")] == [
+        line for line in lines if line.startswith("| ")
+    ]
