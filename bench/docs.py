@@ -428,8 +428,13 @@ def scale_rows(result: Mapping[str, Any]) -> list[Row]:
 def _per_record(side: Mapping[str, Any]) -> str:
     per = side["per_record"]
     return (
-        f"{per['requests']:.2f} requests, {per['read_units']:.2f} RRU, {per['write_units']:.2f} WRU"
+        f"{per['requests']:.3f} requests, {per['read_units']:.3f} RRU, {per['write_units']:.3f} WRU"
     )
+
+
+def _slow_rate(value: float) -> str:
+    """A rate, with a decimal under 100/s."""
+    return f"{value:.1f}" if value < 100 else _rate(value)
 
 
 def effects_rows(result: Mapping[str, Any]) -> list[Row]:
@@ -446,12 +451,12 @@ def effects_rows(result: Mapping[str, Any]) -> list[Row]:
         rows.append(
             (
                 f"effects, one worker, {shape}, {what}: records/s (emulator)",
-                f"{_rate(found['median_steady_rate'])} rec/s (from the start "
-                f"{_rate(found['median_rate'])})",
+                f"{_slow_rate(found['median_steady_rate'])} rec/s (from the start "
+                f"{_slow_rate(found['median_rate'])})",
                 f"no store {_rate(base['median_steady_rate'])} "
                 f"(from the start {_rate(base['median_rate'])})",
-                f"**{found['steady_ratio_to_baseline']:.3f}x** "
-                f"(from the start {found['ratio_to_baseline']:.2f}x)",
+                f"**{found['steady_ratio_to_baseline']:.2g}x** "
+                f"(from the start {found['ratio_to_baseline']:.2g}x)",
                 "(reported)",
             )
         )

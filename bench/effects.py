@@ -56,7 +56,7 @@ BASELINE, EFFECTS, REDELIVERY = "baseline", "effects", "redelivery"
 class EffectsConfig:
     """What to measure."""
 
-    records_per_shard: int = 500
+    records_per_shard: int = 250
     shards: int = 4
     rounds: int = 2
     payload_bytes: int = 200
@@ -317,9 +317,9 @@ def render(result: dict[str, Any]) -> str:
             [
                 side,
                 values["median_rate"],
-                values["ratio_to_baseline"],
+                f"{values['ratio_to_baseline']:.2g}x",
                 values["median_steady_rate"],
-                values["steady_ratio_to_baseline"],
+                f"{values['steady_ratio_to_baseline']:.2g}x",
                 values["busy_ms_per_record"],
                 per["requests"],
                 per["read_units"],
@@ -337,7 +337,7 @@ def render(result: dict[str, Any]) -> str:
         "RRU/rec",
         "WRU/rec",
     ]
-    lines += [table(headers, rows), ""]
+    lines += [table(headers, rows, digits=3), ""]
     for side, values in result["summary"].items():
         rows = [
             [
@@ -353,7 +353,11 @@ def render(result: dict[str, Any]) -> str:
         ]
         lines.append(f"{side}: DynamoDB calls from the first record to the last")
         lines.append(
-            table(["request", "kind", "count", "per record", "RRU/rec", "WRU/rec", "mean ms"], rows)
+            table(
+                ["request", "kind", "count", "per record", "RRU/rec", "WRU/rec", "mean ms"],
+                rows,
+                digits=3,
+            )
         )
         lines.append("")
     largest = result["largest_item_bytes"]

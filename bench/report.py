@@ -34,9 +34,9 @@ def fmt(value: object, digits: int = 2) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A plain fixed-width table, numbers right-aligned."""
-    cells = [[fmt(value) for value in row] for row in rows]
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], digits: int = 2) -> str:
+    """A plain fixed-width table, numbers right-aligned (``digits`` decimals)."""
+    cells = [[fmt(value, digits) for value in row] for row in rows]
     widths = [
         max(len(header), *(len(row[i]) for row in cells)) if cells else len(header)
         for i, header in enumerate(headers)

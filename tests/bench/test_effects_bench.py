@@ -184,5 +184,6 @@ def test_the_report_and_the_summary_rows_show_both_ways() -> None:
     table = summary_table({"effects": result})
     rows = [line for line in table.splitlines() if line.startswith("| effects")]
     assert len(rows) == 4
-    assert "3.01 requests, 1.00 RRU, 8.01 WRU" in rows[1]
-    assert "no store 0.01 requests" in rows[1]
+    assert "3.010 requests, 1.000 RRU, 8.010 WRU" in rows[1]
+    assert "no store 0.010 requests" in rows[1]
+    assert "**0.015x**" in rows[0]
