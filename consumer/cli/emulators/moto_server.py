@@ -29,6 +29,8 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+from consumer.cli.emulators import moto_transactions
+
 HOST = "127.0.0.1"
 
 
@@ -73,7 +75,10 @@ def _buffer_request_body(environ: WSGIEnvironment) -> None:
 
 
 def build_app() -> WSGIApplication:
-    """moto's multi-service WSGI app (as in moto.server), wrapped in the lock."""
+    """moto's multi-service WSGI app (as in moto.server), wrapped in the lock, with
+    transactions that need no rollback run without copying their tables
+    (:mod:`.moto_transactions`)."""
+    moto_transactions.install()
     app: WSGIApplication = DomainDispatcherApplication(create_backend_app)
     return SerialisedApp(app)
 
