@@ -1,5 +1,5 @@
 """``python -m tests.chaos [--profile short|soak] [--minutes M] [--seed N]
-[--read-mode polling|efo] [--streams 1|3]``."""
+[--read-mode polling|efo] [--streams 1|3] [--effects keyed|plain]``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from tests.chaos.scenario import SHORT, run, soak
+from tests.chaos.effects_run import EFFECTS_SHORT, run_effects
+from tests.chaos.scenario import SHORT, Outcome, run, soak
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,21 +27,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--streams", type=int, choices=(1, 3), default=1, help="3: one fleet, three streams"
     )
+    parser.add_argument(
+        "--effects",
+        choices=("keyed", "plain"),
+        default=None,
+        help="run a processor of side effects (consumer.effects) against a loopback "
+        "downstream instead of the lander: keyed (it honours Idempotency-Key; exactly "
+        "once) or plain (at most once, unknown outcomes reported)",
+    )
     return parser
 
 
 def main() -> int:
     """Run a chaos profile and print its counts; exit 0 only if exactly once held."""
-    args = build_parser().parse_args()
+    parser = build_parser()
+    args = parser.parse_args()
+    if args.effects and args.streams != 1:
+        parser.error("--effects reads one stream (--streams 1)")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    short = EFFECTS_SHORT if args.effects else SHORT
     profile = replace(
-        SHORT if args.profile == "short" else soak(args.minutes, args.rate),
+        short if args.profile == "short" else soak(args.minutes, args.rate),
         read_mode=args.read_mode,
         streams=args.streams,
     )
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="lander-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    outcome = run(profile, seed, workdir)
+    outcome: Outcome = (
+        run_effects(profile, seed, workdir, args.effects)
+        if args.effects
+        else run(profile, seed, workdir)
+    )
     print(outcome.report())
     print(f"  logs          {workdir}")
     return 0 if outcome.ok else 1

@@ -257,10 +257,18 @@ class Chaos:
                         if worker.alive():
                             worker.stop(signal.SIGKILL, timeout=5)
                 self.outcome.faults = proxy_thread.counts()
-            archive = self._download()
-        self._compact(archive, spark)
+            self._collect()
+        self._finish(spark)
         self.outcome.seconds = time.monotonic() - started
         return self.outcome
+
+    def _collect(self) -> None:
+        """With the workers stopped and the emulators up: download the archive."""
+        self._archive = self._download()
+
+    def _finish(self, spark: SparkSession | None) -> None:
+        """With the emulators gone: compact the archive and check the output."""
+        self._compact(self._archive, spark)
 
     @staticmethod
     def _client(env: dict[str, str], service: str) -> Any:

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.chaos.effects_run import EFFECTS_SHORT, run_effects
 from tests.chaos.scenario import SHORT, run, soak
+from tests.chaos.sideeffects import Behaviour
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,6 +40,22 @@ def test_short_chaos_run_lands_every_record_exactly_once(
     it; the three-stream run reads by polling under the board.)"""
     profile = replace(SHORT, read_mode=read_mode, streams=streams)
     outcome = run(profile, _seed(), tmp_path, spark)
+    print(outcome.report())
+    assert outcome.ok, outcome.report()
+
+
+@pytest.mark.deep  # ~2 min each: the effects table's writes are the emulator's load
+@pytest.mark.emulator
+@pytest.mark.processes
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("behaviour", ["keyed", "plain"])
+def test_short_chaos_run_of_side_effects(tmp_path: Path, behaviour: Behaviour) -> None:
+    """The same chaos with a processor whose every event calls a loopback downstream
+    through consumer.effects (issue 47): with a server that honours Idempotency-Key
+    (Mode.KEYED) every event's effect is applied exactly once; with a plain one
+    (Mode.AT_MOST_ONCE) none twice, and every event whose effect is not confirmed is
+    recorded UNKNOWN in the effects table and reported by a worker."""
+    outcome = run_effects(EFFECTS_SHORT, _seed(), tmp_path, behaviour)
     print(outcome.report())
     assert outcome.ok, outcome.report()
 
