@@ -20,7 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
     parser.add_argument("--profile", choices=("short", "soak"), default="short")
     parser.add_argument("--minutes", type=float, default=30.0, help="soak length (default 30)")
-    parser.add_argument("--rate", type=float, default=650.0, help="soak records/s (default 650)")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="soak records/s (default 650; 20 with --effects)"
+    )
     parser.add_argument("--seed", type=int, default=None, help="replay a run (default: random)")
     parser.add_argument("--workdir", default=None, help="keep logs and archive here")
     parser.add_argument("--read-mode", choices=("polling", "efo"), default="polling")
@@ -46,8 +48,9 @@ def main() -> int:
         parser.error("--effects reads one stream (--streams 1)")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     short = EFFECTS_SHORT if args.effects else SHORT
+    rate = args.rate or (EFFECTS_SHORT.rate if args.effects else 650.0)
     profile = replace(
-        short if args.profile == "short" else soak(args.minutes, args.rate),
+        short if args.profile == "short" else soak(args.minutes, rate),
         read_mode=args.read_mode,
         streams=args.streams,
     )

@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import boto3
 from botocore.config import Config
@@ -199,6 +199,10 @@ class Outcome:
 
 class Chaos:
     """One run of a profile with a seed."""
+
+    every_event: ClassVar[bool] = False
+    """Fire events still planned when production ends (a short production whose
+    events were held up by the ones that block: a freeze, a start-up wait)."""
 
     def __init__(self, profile: Profile, seed: int, workdir: Path, say: Say | None = None) -> None:
         self.profile = profile
@@ -388,7 +392,7 @@ class Chaos:
         while time.monotonic() < changes_until:
             elapsed = time.monotonic() - started
             if main.task.done():
-                if self.outcome.stream_changes_left == 0:
+                if self.outcome.stream_changes_left == 0 and not (plan and self.every_event):
                     break
                 changes_until = min(changes_until, time.monotonic() + self.profile.catch_up_seconds)
             while plan and plan[0][0] <= elapsed:
