@@ -44,18 +44,22 @@ def test_short_chaos_run_lands_every_record_exactly_once(
     assert outcome.ok, outcome.report()
 
 
-@pytest.mark.deep  # ~2 min each: the effects table's writes are the emulator's load
+@pytest.mark.deep  # ~2 min: the effects table's writes are the emulator's load
 @pytest.mark.emulator
 @pytest.mark.processes
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("behaviour", ["keyed", "plain"])
-def test_short_chaos_run_of_side_effects(tmp_path: Path, behaviour: Behaviour) -> None:
+def test_short_chaos_run_of_side_effects(tmp_path: Path) -> None:
     """The same chaos with a processor whose every event calls a loopback downstream
     through consumer.effects (issue 47): with a server that honours Idempotency-Key
     (Mode.KEYED) every event's effect is applied exactly once; with a plain one
     (Mode.AT_MOST_ONCE) none twice, and every event whose effect is not confirmed is
-    recorded UNKNOWN in the effects table and reported by a worker."""
-    outcome = run_effects(EFFECTS_SHORT, _seed(), tmp_path, behaviour)
+    recorded UNKNOWN in the effects table and reported by a worker. One of the two per
+    run, by the seed's parity (CHAOS_EFFECTS=keyed|plain picks one): both over CI's
+    runs, at the cost of one in each (docs/chaos.md)."""
+    seed = _seed()
+    chosen = os.environ.get("CHAOS_EFFECTS") or ("keyed" if seed % 2 == 0 else "plain")
+    behaviour: Behaviour = "keyed" if chosen == "keyed" else "plain"
+    outcome = run_effects(EFFECTS_SHORT, seed, tmp_path, behaviour)
     print(outcome.report())
     assert outcome.ok, outcome.report()
 
