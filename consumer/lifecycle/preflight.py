@@ -202,6 +202,8 @@ async def _check_probe(target: Target, probe: Probe) -> None:
     except RefusedError as exc:  # the probe's own verdict in one line (a KMS key, ...)
         raise PreflightError(str(exc)) from None
     except Exception as exc:
+        if target.archive is None:  # a processor of the user's, with a probe of its own
+            raise PreflightError(f"the processor's start-up probe failed: {_cause(exc)}") from None
         raise PreflightError(
             f"cannot land in the archive {target.archive}: {_cause(exc)}"
         ) from None

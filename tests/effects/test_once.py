@@ -21,6 +21,7 @@ from consumer.effects.store import EffectStoreError
 from consumer.errors import RefusedError
 from consumer.leases.memory import MemoryLeaseStore
 from consumer.leases.model import LeaseLostError
+from consumer.lifecycle.preflight import PreflightError, Target, _check_probe
 from consumer.lifecycle.processor import Checkpointer, ProcessRecordsInput
 from consumer.lifecycle.worker import Worker
 from consumer.metrics import LanderMetrics
@@ -309,4 +310,19 @@ async def test_the_start_up_probe(bench: Bench) -> None:
     assert str(caught.value) == (
         "effects table orders-leases-effects is not usable: DynamoDB AccessDeniedException: "
         "not allowed"
+    )
+
+
+async def test_a_custom_processor_s_failed_probe_is_not_called_an_archive() -> None:
+    """A processor without an archive whose probe fails (its effects table, its
+    downstream) refuses the start with the probe's own cause, not "the archive None"."""
+    target = Target("orders", "http://k", "orders-leases", "http://d", archive=None)
+
+    async def probe() -> None:
+        raise ConnectionError("downstream refused the connection")
+
+    with pytest.raises(PreflightError) as refused:
+        await _check_probe(target, probe)
+    assert str(refused.value) == (
+        "the processor's start-up probe failed: ConnectionError: downstream refused the connection"
     )
