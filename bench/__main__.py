@@ -20,18 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.machine import describe, machine_facts
-from bench.report import RESULTS, progress, write_results
+from bench.report import BENCHMARKS, RESULTS, progress, write_results
 
-BENCHMARKS = (
-    "drain",
-    "failover",
-    "hotpath",
-    "latency",
-    "requests",
-    "scale",
-    "compaction",
-    "effects",
-)
 # Modules that expose run(quick) -> dict and render(result) -> str.
 SELF_CONTAINED = ("hotpath", "latency", "requests", "scale", "compaction", "effects")
 # Where a benchmark's module is not named after it (bench/requests.py would shadow the

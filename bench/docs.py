@@ -23,21 +23,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.report import RESULTS
+from bench.report import BENCHMARKS, RESULTS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 HANDOFF_TARGET = 1.0
 """Seconds from SIGTERM to the survivor delivering (issue 13)."""
-BENCHMARKS = (
-    "drain",
-    "failover",
-    "hotpath",
-    "latency",
-    "requests",
-    "scale",
-    "compaction",
-    "effects",
-)
 BLOCKS = ("summary", "machine", *BENCHMARKS)
 # Anything that looks like a path of the machine the benchmarks ran on.
 _LOCAL_PATH = re.compile(r"(?<![\w.])/(?:work|tmp|root|home|opt|var|usr)/")

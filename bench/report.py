@@ -11,6 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+BENCHMARKS = (
+    "drain",
+    "failover",
+    "hotpath",
+    "latency",
+    "requests",
+    "scale",
+    "compaction",
+    "effects",
+)
+"""Every benchmark, in the order `python -m bench` runs them and the page shows them."""
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

@@ -115,7 +115,7 @@ def _chaos() -> argparse.ArgumentParser:
 
 
 def _benchmarks(args: argparse.Namespace) -> list[str]:
-    from bench.__main__ import BENCHMARKS
+    from bench.report import BENCHMARKS
 
     unknown = sorted(set(args.benchmarks) - set(BENCHMARKS))
     return [f"python -m bench has no benchmark {', '.join(unknown)}"] if unknown else []

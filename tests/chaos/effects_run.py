@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer.cli.harness import Say, WorkerProcess
 from tests.chaos.proxy import FaultProxy
-from tests.chaos.scenario import SHORT, Chaos, Outcome, Profile
+from tests.chaos.scenario import SHORT, Chaos, Outcome, Profile, wait_for_checks
 from tests.chaos.sideeffects import Behaviour, SideEffectServer
 from tests.support import effects_processor as processor
 
@@ -189,11 +189,7 @@ class EffectsChaos(Chaos):
         env = {**self.worker_env, "LANDER_WORKER_ID": f"chaos-{name}", processor.URL: door.url}
         worker = WorkerProcess(name, env, self.workdir / "logs" / f"{name}.log")
         self.misconfigured.append(worker)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and worker.alive():
-            if "start-up checks passed" in worker.log_path.read_text(errors="replace"):
-                break
-            time.sleep(0.05)
+        wait_for_checks(worker)
         door.stop()
         if not worker.alive():
             code = worker.proc.returncode

@@ -197,6 +197,15 @@ class Outcome:
         return "\n".join(lines)
 
 
+def wait_for_checks(worker: WorkerProcess, seconds: float = 90) -> None:
+    """Until the worker's start-up checks passed, it exited, or ``seconds`` went by."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and worker.alive():
+        if "start-up checks passed" in worker.log_path.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+
+
 class Chaos:
     """One run of a profile with a seed."""
 
@@ -534,11 +543,7 @@ class Chaos:
         }
         worker = WorkerProcess(name, env, self.workdir / "logs" / f"{name}.log")
         self.misconfigured.append(worker)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and worker.alive():
-            if "start-up checks passed" in worker.log_path.read_text(errors="replace"):
-                break
-            time.sleep(0.05)
+        wait_for_checks(worker)
         for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
             s3.delete_object(Bucket=bucket, Key=item["Key"])
         s3.delete_bucket(Bucket=bucket)
