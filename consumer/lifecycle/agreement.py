@@ -91,7 +91,10 @@ class Agreement:
                 record = await self.store.read_landing(stream)
             except TableMissingError:
                 if not check_only:
-                    raise
+                    # Deleted since start-up created it: created again, as the
+                    # running workers do (they read from the initial position).
+                    await self.store.ensure_table()
+                    continue
                 record = None
             verdict = judge(ours, None if record is None else record.digest, self.adopt)
             line = f"{stream}: landing {ours.digest} ({ours.describe()})"
@@ -113,7 +116,11 @@ class Agreement:
                 return Settled(line, change)
             written = LandingRecord(ours.digest, ours.canonical, self.worker, wall_ms())
             replacing = None if record is None else record.digest
-            if await self.store.record_landing(stream, written, replacing=replacing):
+            try:
+                recorded = await self.store.record_landing(stream, written, replacing=replacing)
+            except TableMissingError:
+                continue  # deleted between the read and the write: read again
+            if recorded:
                 self.landings[stream] = ours
                 if record is not None:
                     log.warning(

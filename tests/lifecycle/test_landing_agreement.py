@@ -99,6 +99,38 @@ async def test_a_record_from_a_release_that_lands_otherwise_is_named_by_digest()
         await Agreement(store, "w1", frozenset()).settle("orders", landing_of(_settings("w1", "p")))
 
 
+async def test_a_lease_table_deleted_under_start_up_is_created_again_and_recorded() -> None:
+    """Another worker's operator deleted the table between this worker's preflight and
+    its reading of the record (a worker died at start so in CI): start-up creates the
+    table again, as running workers do, and records the landing."""
+    store = MemoryLeaseStore()
+    store.drop_table()
+    ours = landing_of(_settings("w1", "landed"))
+    settled = await Agreement(store, "w1", frozenset()).settle("orders", ours)
+    assert settled.change == "record the landing of stream orders"
+    record = await store.read_landing("orders")
+    assert record is not None
+    assert record.digest == ours.digest
+
+    class DeletedBeforeTheWrite(MemoryLeaseStore):
+        deleted = False
+
+        async def record_landing(
+            self, stream: str, record: LandingRecord, *, replacing: str | None
+        ) -> bool:
+            if not self.deleted:
+                self.deleted = True
+                self.drop_table()
+            return await super().record_landing(stream, record, replacing=replacing)
+
+    racing = DeletedBeforeTheWrite()
+    await racing.ensure_table()
+    await Agreement(racing, "w1", frozenset()).settle("orders", ours)
+    again = await racing.read_landing("orders")
+    assert again is not None
+    assert again.digest == ours.digest
+
+
 def _lander_worker(
     stream: MemoryStream, store: MemoryLeaseStore, archive: MemoryObjectStore, settings: Settings
 ) -> Worker:
