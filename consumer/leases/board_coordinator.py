@@ -276,6 +276,15 @@ class BoardCoordinator(LeaseCoordinator):
                 return None
         if lease.key in self._taking:  # a poll and a delivery found it given together
             return None
+        held = self.held.get(lease.key)
+        if held is not None and held.lease.incarnation != lease.incarnation:
+            # The table was made again while this worker read the shard under the
+            # earlier lease: that reading stops (the new lease starts at its own
+            # checkpoint), and the new lease is taken once it has (the next beat
+            # reads this worker's leases again). Taken now, the old reading would go
+            # on from memory under the new lease, and the new checkpoint be skipped.
+            self.lose(lease.key, "another incarnation (the table was made again)")
+            return None
         started = self.clock()
         self._taking.add(lease.key)
         try:
