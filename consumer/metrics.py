@@ -193,7 +193,8 @@ class LanderMetrics:
             "done, repeat (its stored result returned), taken_over (run again under its "
             "key after its claimant was gone), unknown (not run again: a person must find "
             "out whether it happened), reused (the key was recorded for another payload), "
-            "not_done (the effect said it did not happen).",
+            "no_key (the record carries no event id: not run), not_done (the effect said "
+            "it did not happen).",
             ["outcome"],
             registry=r,
         )

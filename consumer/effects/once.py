@@ -73,7 +73,7 @@ CACHE_KEYS = 10_000
 RACES = 5
 """Times a write may find the record changed before the call gives up."""
 
-Status = Literal["done", "repeat", "unknown", "reused"]
+Status = Literal["done", "repeat", "unknown", "reused", "no_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,9 @@ class Outcome:
     status: Status
     """``done``: it ran now; ``repeat``: it had run, this is its stored result;
     ``unknown``: whether it ran is unknown (AT_MOST_ONCE), it was not run again;
-    ``reused``: the key was recorded for another payload, the effect was not run."""
+    ``reused``: the key was recorded for another payload, the effect was not run;
+    ``no_key``: the record carries no event id (or is not JSON), the effect was not
+    run (logged and counted: a producer bug, never a reason to stall the shard)."""
     result: Any = None
 
     @property
@@ -209,8 +211,27 @@ class ShardEffects:
         mode: Mode = Mode.KEYED,
         key: str | None = None,
     ) -> Outcome:
-        """:meth:`run` keyed by the record's event id (or ``key``), for its payload."""
+        """:meth:`run` keyed by the record's event id (or ``key``), for its payload. A
+        record without an event id is not run: a ``no_key`` outcome, logged and counted
+        (NoKeyError only when no LANDER_EVENT_ID_POINTER is set at all)."""
+        if key is None and self.effects.pointer is not None:
+            key = self._event_id(record)
+            if key is None:
+                self.effects.count("no_key")
+                log.error(
+                    "record without an event id: effect not run",
+                    shard_id=record.shard_id,
+                    position=str(record.position),
+                    pointer=self.effects.pointer.pointer,
+                )
+                return Outcome("", "no_key")
         return await self.run(fence, key or self.key_of(record), record.data, effect, mode=mode)
+
+    def _event_id(self, record: Record) -> str | None:
+        try:
+            return self.key_of(record)
+        except NoKeyError:
+            return None
 
     async def run(
         self,

@@ -1,6 +1,7 @@
 """docs/effects.md's processor and README's variant, as written, in a worker on
 DynamoDB (the emulator): each event's charge happens once, duplicates and a whole
-second reading of the stream return the stored receipts."""
+second reading of the stream return the stored receipts; a record without an event id
+is not charged and does not stall its shard."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from consumer.stream.memory import MemoryStream
 pytestmark = pytest.mark.emulator
 
 REPO = Path(__file__).resolve().parents[2]
+OUTCOMES = ("done", "repeat", "no_key")
 
 
 class Payments:
@@ -70,7 +72,7 @@ async def _read_all(
     )
     task = asyncio.create_task(worker.run())
     async with asyncio.timeout(60):
-        while sum(metrics.value("lander_effects", outcome=o) for o in ("done", "repeat")) < 30:
+        while sum(metrics.value("lander_effects", outcome=o) for o in OUTCOMES) < 31:
             await asyncio.sleep(0.1)
     worker.request_stop()
     await asyncio.wait_for(task, 20)
@@ -89,6 +91,8 @@ async def test_the_documented_processor_charges_each_event_once(
     for i in range(30):  # 25 events, 5 of them put twice (a producer's retries)
         n = i % 25
         stream.put(f'{{"event_id": "order-{n}", "amount": {n}}}'.encode(), f"k{n}")
+    # A producer's bug: no event id. Not charged, counted, and the shard goes on.
+    stream.put(b'{"amount": 99}', "k3")
     effects = f"fx-{uuid.uuid4().hex[:10]}"
     first = await _read_all(aws_clients, stream, f"l1-{effects}", effects, charges)
     assert payments.calls == {f"order-{n}": 1 for n in range(25)}
@@ -96,6 +100,7 @@ async def test_the_documented_processor_charges_each_event_once(
         first.value("lander_effects", outcome="done"),
         first.value("lander_effects", outcome="repeat"),
     ) == (25, 5)
+    assert first.value("lander_effects", outcome="no_key") == 1
     # Another fleet (a new lease table) reads the whole stream again: nothing is charged.
     again = await _read_all(aws_clients, stream, f"l2-{effects}", effects, charges)
     assert again.value("lander_effects", outcome="repeat") == 30

@@ -168,8 +168,22 @@ async def test_a_reused_key_and_a_record_without_a_key(bench: Bench) -> None:
     reused = await effects.shard().record(held, _record("e1", "other"), down)
     assert reused.status == "reused"
     assert down.calls == {"e1": 1}
-    with pytest.raises(NoKeyError, match="has no event id at /event_id: pass key="):
-        await effects.shard().record(held, _record(None), down)
+    # A record without an event id (or not JSON) is not run, and never stalls the
+    # shard: an outcome the processor sees, logged and counted.
+    missing = await effects.shard().record(held, _record(None), down)
+    assert (missing.status, missing.key) == ("no_key", "")
+    bad = Record("shardId-000000000000", Position(2), "pk", b"\xff not json", None)  # type: ignore[arg-type]
+    assert (await effects.shard().record(held, bad, down)).status == "no_key"
+    assert down.calls == {"e1": 1}
+    assert effects.metrics is not None
+    counted = effects.metrics.registry.get_sample_value(
+        "lander_effects_total", {"outcome": "no_key"}
+    )
+    assert counted == 2
+    # Without any pointer it is the processor's configuration: said at the first record.
+    unkeyed = Effects(bench.effects, metrics=LanderMetrics())
+    with pytest.raises(NoKeyError, match="need LANDER_EVENT_ID_POINTER"):
+        await unkeyed.shard().record(held, _record("e2"), down)
 
 
 async def test_expiry_is_honoured_on_read(bench: Bench) -> None:
