@@ -139,6 +139,10 @@ async def _check_stream(target: Target, stream: StreamClient) -> int:
     return len(shards)
 
 
+TABLE_ATTEMPTS = 3
+"""Times start-up makes the lease table when it is deleted again before it is read."""
+
+
 def _no_table(target: Target) -> PreflightError:
     return PreflightError(
         f"lease table {target.lease_table} (or its workers table "
@@ -166,12 +170,22 @@ async def _table_call(target: Target, call: Awaitable[T]) -> T:
 async def _check_table(
     target: Target, store: LeaseStore, create_table: bool, *, multi: bool = False
 ) -> int:
-    try:
-        if create_table:
-            await _table_call(target, store.ensure_table())
-        leases = await _table_call(target, store.list_leases())
-    except TableMissingError:
-        raise _no_table(target) from None
+    for _ in range(TABLE_ATTEMPTS):
+        try:
+            if create_table:
+                await _table_call(target, store.ensure_table())
+            leases = await _table_call(target, store.list_leases())
+            break
+        except TableMissingError:
+            if not create_table:
+                raise _no_table(target) from None
+            # Deleted between its making and its reading (an operator, a test): made
+            # again, as running workers make it again.
+    else:
+        raise PreflightError(
+            f"lease table {target.lease_table} was deleted each time it was made "
+            f"({TABLE_ATTEMPTS} times, DynamoDB at {target.dynamodb_endpoint})"
+        )
     if not create_table and not await _table_call(target, store.table_exists()):
         raise _no_table(target)  # the lease table, but not its workers table
     return _check_keys(target, leases, multi=multi)
