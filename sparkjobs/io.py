@@ -52,6 +52,15 @@ class Filesystem(Protocol):
         """Move a file to ``target`` (a new name), creating its folders."""
         ...
 
+    def remove_leftovers(self, uri: str) -> int:
+        """Remove what a Spark write leaves beside its files under ``uri`` (the
+        committer's ``_SUCCESS``, the local filesystem's ``.crc`` checksums); how many."""
+        ...
+
+
+LEFTOVERS = ("_SUCCESS",)
+"""Files a Spark write leaves that are not its output (besides hidden ``.crc`` files)."""
+
 
 def join(base: str, *parts: str) -> str:
     """``base/part/…`` for URIs and paths alike."""
@@ -120,6 +129,16 @@ class LocalFilesystem:
         path = local_path(target)
         path.parent.mkdir(parents=True, exist_ok=True)
         os.replace(local_path(source), path)
+
+    def remove_leftovers(self, uri: str) -> int:
+        """``_SUCCESS`` and every ``.crc`` under the folder."""
+        removed = 0
+        for folder, _, names in os.walk(local_path(uri)):
+            for name in names:
+                if name in LEFTOVERS or (name.startswith(".") and name.endswith(".crc")):
+                    Path(folder, name).unlink(missing_ok=True)
+                    removed += 1
+        return removed
 
 
 def _create_beside(path: Path) -> tuple[int, Path]:
@@ -211,6 +230,12 @@ class HadoopFilesystem:
         fs.mkdirs(to.getParent())
         if not fs.rename(path, to):
             raise OSError(f"could not move {source} to {target}")
+
+    def remove_leftovers(self, uri: str) -> int:
+        """``_SUCCESS`` at the top (an object store keeps no checksums; the jobs'
+        writes ask for no ``_SUCCESS``, so this is for a committer that wrote one)."""
+        fs, path = self._fs(join(uri, "_SUCCESS"))
+        return 1 if fs.exists(path) and fs.delete(path, False) else 0
 
 
 def filesystem_for(uri: str, spark: SparkSession | None) -> Filesystem:

@@ -48,6 +48,7 @@ from sparkjobs.compaction.fallback import check_inputs, triage
 from sparkjobs.compaction.job import CompactionError, CompactJob, MiB, ref_for
 from sparkjobs.compaction.plan import (
     WindowPlan,
+    files_per_hour,
     has_landed_input,
     list_inputs,
     partitions_for,
@@ -117,11 +118,8 @@ def compact(
         hour: HourStats(hour, input_files=len(files), input_bytes=sum(f.size for f in files))
         for hour, files in plan.own.items()
     }
-    partitions = partitions_for(
-        spark.sparkContext.defaultParallelism,
-        {h: s.input_bytes for h, s in hour_stats.items()},
-        job.target_file_bytes,
-    )
+    sizes = {h: s.input_bytes for h, s in hour_stats.items()}
+    partitions = partitions_for(spark.sparkContext.defaultParallelism, sizes, job.target_file_bytes)
     run_dir = join(ref.data_root, manifest.run_id)
     manifest.reader = reader_for(spark, plan)
     by_path = manifest.reader == objectreader.WHOLE and objectreader.enable_by_path(spark)
@@ -133,6 +131,7 @@ def compact(
         partitions,
         run_dir,
         index_files,
+        files=files_per_hour(sizes, job.target_file_bytes),
         whole_objects=manifest.reader == objectreader.WHOLE,
         listed=plan.read if by_path else None,
         fast_header=objectreader.enable_header(spark),
@@ -152,6 +151,7 @@ def compact(
     found = fs.list_files(run_dir)
     written = _output_files(found)
     dropped = _move_dropped(fs, found, join(ref.dropped_root, manifest.run_id))
+    fs.remove_leftovers(run_dir)  # the table's data/ holds its data files, and only them
     rewritten = _entries_written(written, dropped, plan, hour_stats, manifest)
     _publish(fs, job, ref, manifest, rewritten, written)
     manifest.hours = [hour_stats[h] for h in plan.stale if h in manifest.published_hours]

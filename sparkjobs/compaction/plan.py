@@ -295,14 +295,16 @@ def _folder_of(rel: str, covered: set[datetime]) -> str:
 
 
 def partitions_for(parallelism: int, sizes: Mapping[str, int], target_bytes: int) -> int:
-    """Partitions of the dedupe, which is also the number of files each hour gets.
+    """Partitions of the dedupe: at least one per core (``parallelism``), and as many
+    as the biggest hour has target-sized files (:func:`files_per_hour`)."""
+    return max(parallelism, *files_per_hour(sizes, target_bytes).values(), 1)
 
-    Enough for the biggest hour (``sizes``: input bytes by hour) to come out near the
-    target size (Parquet of these rows is about the size of the level-1 gzip it came
-    from), and at least one per core (``parallelism``).
-    """
-    biggest = max(sizes.values(), default=0)
-    return max(parallelism, math.ceil(biggest / target_bytes), 1)
+
+def files_per_hour(sizes: Mapping[str, int], target_bytes: int) -> dict[str, int]:
+    """How many Parquet files each hour is written as: one, or as many as it takes to
+    keep each near ``target_bytes`` (``sizes``: input bytes by hour; Parquet of these
+    rows is about the size of the level-1 gzip it came from)."""
+    return {hour: max(1, math.ceil(size / target_bytes)) for hour, size in sizes.items()}
 
 
 def hour_label_of(rel: str) -> str:

@@ -1,9 +1,12 @@
 """The Spark side of one compaction run: read, prepare, dedupe, write.
 
-One scan, one shuffle. Only what the dedupe needs crosses the shuffle: the key, the
-order, a file hash for ties, the output columns. Positions are compared after it
-(lag over the same window), and each task writes its share of every hour, so no
-second shuffle sizes files: an hour gets as many files as the window has partitions.
+One scan, two shuffles. Only what the dedupe needs crosses the first: the key, the
+order, a file hash for ties, the output columns. Positions are compared after it (lag
+over the same window). The second gathers each hour's rows into as many tasks as the
+hour has target-sized files (:func:`sparkjobs.compaction.plan.files_per_hour`), one
+task per file (:mod:`sparkjobs.compaction.distribute`), so a small hour is one file,
+not one per dedupe partition (a day on 16 cores was 384 files of a few hundred KiB):
+what Iceberg's Spark writer does by distributing by partition.
 
 - :func:`_read_lines` reads the landed lines as text and splits them
   (:mod:`sparkjobs.compaction.lines`), with the lines saved from truncated objects
@@ -38,6 +41,7 @@ from consumer.archive.codec import GLOB
 from consumer.archive.layout import KEY_DEPTH
 from sparkjobs.compaction import counters
 from sparkjobs.compaction.counters import CAUSES, KEPT, MALFORMED, PRODUCER, SEQUENCE, TRANSPORT
+from sparkjobs.compaction.distribute import first_groups, task_keys
 from sparkjobs.compaction.fallback import SavedLine
 from sparkjobs.compaction.job import CompactJob
 from sparkjobs.compaction.lines import parse
@@ -242,9 +246,12 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
     job: CompactJob,
     run_dir: str,
     hours: list[str],
+    files: list[int],
     observation: Any,
     fast_counts: bool,
 ) -> None:
+    """Write the labeled rows; hour ``hours[i]`` as ``files[i]`` files (its dropped
+    copies as one)."""
     # The code is a column of its own, computed once per row: as an expression inside
     # each of Spark's counters (no jar: :mod:`sparkjobs.compaction.counters`) it was evaluated
     # once per counter, 96 times a row (about a fifth of a warm day's CPU: the
@@ -272,15 +279,32 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
         sf.col("arrival").alias("arrival_ts"),
     ]
     day = sf.when(kept, sf.element_at(sf.array(*[sf.lit(h[:10]) for h in hours]), slot))
-    out = rows.select(
-        *columns,
-        day.otherwise(
-            sf.element_at(sf.array(*[sf.lit(DROPPED_DT + h[:10]) for h in hours]), slot)
-        ).alias("dt"),
-        sf.element_at(sf.array(*[sf.lit(h[11:]) for h in hours]), slot).alias("hour"),
-        "seq_len",
-    ).sortWithinPartitions(
-        "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
+    # Each file its own task (:mod:`.distribute`): hour i's rows spread over its
+    # files[i] shares by position; its dropped copies go with its first share.
+    shares = sf.element_at(sf.array(*[sf.lit(n) for n in files]), slot)
+    share = sf.when(
+        kept & (shares > 1),
+        sf.pmod(sf.xxhash64("shard_id", "sequence_number", "subsequence_number"), shares).cast(
+            "int"
+        ),
+    ).otherwise(sf.lit(0))
+    tasks = sum(files)
+    group = sf.element_at(sf.array(*[sf.lit(n) for n in first_groups(files)]), slot) + share
+    task_key = sf.element_at(sf.array(*[sf.lit(k) for k in task_keys(tasks)]), group + 1)
+    out = (
+        rows.select(
+            *columns,
+            day.otherwise(
+                sf.element_at(sf.array(*[sf.lit(DROPPED_DT + h[:10]) for h in hours]), slot)
+            ).alias("dt"),
+            sf.element_at(sf.array(*[sf.lit(h[11:]) for h in hours]), slot).alias("hour"),
+            "seq_len",
+            task_key.cast("int").alias("task_key"),
+        )
+        .repartition(tasks, "task_key")
+        .sortWithinPartitions(
+            "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
+        )
     )
     ids = field_ids()
     writer = (
@@ -291,6 +315,9 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
         )
         .write.mode("errorifexists")
         .option("compression", job.compression)
+        # No _SUCCESS marker among the table's data files (Iceberg's commit is the
+        # run's marker); a writer's options reach the write's Hadoop configuration.
+        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
     )
     for column in UNIQUE_COLUMNS:
         writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
@@ -330,6 +357,7 @@ class SparkPlan:
         run_dir: str,
         index_files: list[str] | None = None,
         *,
+        files: Mapping[str, int] | None = None,
         whole_objects: bool = False,
         listed: Mapping[str, InputFile] | None = None,
         fast_header: bool = False,
@@ -337,6 +365,8 @@ class SparkPlan:
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
+        self.files = [(files or {}).get(hour, 1) for hour in hours]
+        """How many files each hour is written as, in the order of ``hours``."""
         self.index_files = index_files or []
         """The Parquet files of the horizon hours read through their index."""
         self.whole_objects = whole_objects
@@ -380,6 +410,7 @@ class SparkPlan:
             self.job,
             self.run_dir,
             self.hours,
+            self.files,
             after,
             fast,
         )

@@ -9,7 +9,8 @@ Spark writes a run's Parquet (:mod:`sparkjobs.compaction.sparkplan`); ``pyiceber
   without knowing about partitions. Sorted by ``shard_id`` (within a shard the files
   follow the sequence number's numeric order, which Iceberg's string order cannot
   state).
-- **Commit.** A run replaces exactly the hours it rewrote in one ``overwrite`` snapshot:
+- **Commit.** A run replaces exactly the hours it rewrote in one snapshot (Iceberg
+  calls it an ``append`` when no old file went, an ``overwrite`` when some did):
   the hours' old files out, the new files in, and one summary entry per hour recording
   what it was made from (:mod:`sparkjobs.table.publish`). A concurrent commit to the same
   hours fails pyiceberg's validation; the run then keeps only the hours it still wins
@@ -42,6 +43,7 @@ from sparkjobs.window import HOUR, parse_hour
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
@@ -242,7 +244,7 @@ def replace_hours(
         if not pending:
             return Committed([], sorted(superseded), None, attempt)
         try:
-            snapshot = _overwrite(table, pending, files, run_id)
+            snapshot = _overwrite(table, pending, files, run_id, sorted_files=not keep_files)
         except (CommitFailedException, ValidationException) as exc:
             log.warning("commit conflicted; reading the table again", error=one_line(exc))
             continue
@@ -253,8 +255,16 @@ def replace_hours(
 
 
 def _overwrite(
-    table: Table, entries: Mapping[str, HourEntry], files: Mapping[str, list[str]], run_id: str
+    table: Table,
+    entries: Mapping[str, HourEntry],
+    files: Mapping[str, list[str]],
+    run_id: str,
+    *,
+    sorted_files: bool,
 ) -> int | None:
+    """One snapshot: ``entries``' hours replaced by ``files``; with ``sorted_files``
+    (the job wrote them, rows by shard and sequence) each data file names the table's
+    sort order, as Iceberg's writers do, so engines may rely on it."""
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
     hours = sorted(entries)
@@ -269,12 +279,23 @@ def _overwrite(
             overwrite.delete_data_file(data_file)
         for hour in hours:
             for path in files.get(hour, []):
-                overwrite.append_data_file(
-                    parquet_file_to_data_file(table.io, table.metadata, registered(path))
-                )
+                data_file = parquet_file_to_data_file(table.io, table.metadata, registered(path))
+                if sorted_files:
+                    data_file = _sorted_by(data_file, table.sort_order().order_id)
+                overwrite.append_data_file(data_file)
     committed = transaction.commit_transaction()
     current = committed.current_snapshot()
     return current.snapshot_id if current else None
+
+
+def _sorted_by(data_file: DataFile, order_id: int) -> DataFile:
+    """``data_file`` naming sort order ``order_id`` (pyiceberg's reader of a Parquet
+    file's statistics leaves it unset, and its fields have no setters)."""
+    from pyiceberg.manifest import DATA_FILE_TYPE, DEFAULT_READ_VERSION
+
+    names = [field.name for field in DATA_FILE_TYPE[DEFAULT_READ_VERSION].fields]
+    data_file[names.index("sort_order_id")] = order_id
+    return data_file
 
 
 def _delete_files(table: Table, paths: list[str]) -> None:

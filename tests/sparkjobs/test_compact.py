@@ -11,6 +11,7 @@ import contextlib
 import gzip
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
@@ -63,6 +64,12 @@ def _rows(output: Path, window: Window = WINDOW, columns: str = "") -> list[tupl
         f"{extra} from read_parquet({files}) order by all"
     )
     return [(r[0], int(r[1]), *r[2:]) for r in duckdb.execute(query).fetchall()]
+
+
+def _operation(snapshot: Any) -> str:
+    """What Iceberg calls a snapshot's commit (append, overwrite, …)."""
+    assert snapshot.summary is not None
+    return str(snapshot.summary.operation.value)
 
 
 def _assert_exactly_the_truth(output: Path, truth: Truth, window: Window = WINDOW) -> None:
@@ -149,6 +156,50 @@ def test_output_is_partitioned_and_timestamps_are_utc_micros(
     assert written["timings"]["total_s"] > 0
 
 
+def test_the_table_holds_only_its_data_files_each_naming_the_sort_order(
+    compacted_day: tuple[Path, RunManifest],
+) -> None:
+    """No _SUCCESS or .crc beside the data files (Spark's leftovers), every data file
+    names the table's sort order, and the first commit is an append."""
+    output, _ = compacted_day
+    data = output / f"stream={STREAM}" / "data"
+    everything = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file())
+    assert everything, "no data files"
+    assert all(name.endswith(".parquet") for name in everything), everything
+    assert {f.removeprefix(f"{data}/") for f in _files(output)} == set(everything)
+    table = open_table(_ref(output))
+    assert table is not None
+    order = table.sort_order()
+    assert order.order_id == 1
+    assert [field.transform.__class__.__name__ for field in order.fields] == ["IdentityTransform"]
+    tasks = list(table.scan().plan_files())
+    assert {task.file.sort_order_id for task in tasks} == {order.order_id}
+    operations = [_operation(snapshot) for snapshot in table.snapshots()]
+    assert operations == ["append"]
+
+
+def test_each_hour_is_one_file_or_as_many_as_keep_each_near_the_target(
+    spark: SparkSession, day_archive: tuple[Path, Truth], tmp_path: Path
+) -> None:
+    """A small hour is one file (not one per core); an hour of three targets' worth of
+    input is three files; every record is still there once."""
+    archive, truth = day_archive
+    nine = sum(
+        f.stat().st_size for f in archive.rglob("*") if f.is_file() and "/hour=09/" in str(f)
+    )
+    assert nine > 0
+    small = compact(spark, _job(archive, tmp_path / "small"))
+    split = compact(spark, _job(archive, tmp_path / "split", target_file_bytes=nine // 3 + 1))
+    assert small.status == split.status == "published"
+    per_hour = {
+        name: Counter(Path(f).parent.name for f in _files(tmp_path / name))
+        for name in ("small", "split")
+    }
+    assert per_hour["small"] == {"hour=09": 1, "hour=10": 1}
+    assert per_hour["split"]["hour=09"] == 3
+    _assert_exactly_the_truth(tmp_path / "split", truth)
+
+
 def test_a_rerun_changes_nothing_and_a_fresh_run_gives_the_same_rows(
     spark: SparkSession,
     day_archive: tuple[Path, Truth],
@@ -200,6 +251,11 @@ def test_a_late_file_rewrites_its_hour_and_the_horizon_after_it(
     assert entries["2026-11-21T09"].run_id == first.run_id
     assert entries["2026-11-21T10"].run_id == second.run_id
     _assert_exactly_the_truth(output, truth)
+    # The first run added files (an append); the second replaced hour 10's (docs say so).
+    table = open_table(_ref(output))
+    assert table is not None
+    operations = [_operation(snapshot) for snapshot in table.snapshots()]
+    assert operations == ["append", "overwrite"]
 
 
 def test_bad_input_is_counted_reported_and_the_rest_compacted(

@@ -22,6 +22,7 @@ from sparkjobs.compaction.plan import (
     WindowPlan,
     _inputs_and_digests,
     _OwnDigests,
+    files_per_hour,
     hour_label_of,
     inputs_of,
     list_inputs,
@@ -304,6 +305,24 @@ def test_partitions_fit_the_biggest_hour_and_every_core() -> None:
     assert partitions_for(2, {"a": 1000 * mib, "b": mib}, 256 * mib) == 4
     assert partitions_for(8, {"a": 1000 * mib}, 256 * mib) == 8
     assert partitions_for(0, {}, 256 * mib) == 1
+
+
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=3), st.integers(0, 10**12), max_size=30),
+    st.integers(1, 10**10),
+)
+def test_each_hour_gets_the_fewest_files_that_keep_each_near_the_target(
+    sizes: dict[str, int], target: int
+) -> None:
+    """One file for an hour up to the target; else the fewest that keep each (on
+    average) within it. The dedupe has at least as many partitions as any hour files."""
+    files = files_per_hour(sizes, target)
+    assert files.keys() == sizes.keys()
+    for hour, n in files.items():
+        assert n >= 1
+        assert sizes[hour] <= n * target
+        assert n == 1 or sizes[hour] > (n - 1) * target
+    assert partitions_for(2, sizes, target) >= max(files.values(), default=1)
 
 
 def test_the_fallback_reads_sound_objects_saves_truncated_lines_and_reports_the_rest() -> None:
