@@ -232,6 +232,8 @@ class Chaos:
         self.workers: dict[str, WorkerProcess] = {}
         self.retired: list[WorkerProcess] = []
         self.misconfigured: list[WorkerProcess] = []
+        self._elsewhere: LocalStack | None = None
+        """A second stack, whose S3 the misconfigured workers land in (started once)."""
         self._next_worker = 1
         self.stream = f"chaos-{seed}"
         self.table = f"chaos-{seed}-leases"
@@ -269,6 +271,8 @@ class Chaos:
                     for worker in [*self.workers.values(), *self.retired, *self.misconfigured]:
                         if worker.alive():
                             worker.stop(signal.SIGKILL, timeout=5)
+                    if self._elsewhere is not None:
+                        self._elsewhere.stop()
                 self.outcome.faults = proxy_thread.counts()
             self._collect()
         self._finish(spark)
@@ -531,22 +535,29 @@ class Chaos:
         """A worker joins whose bucket is deleted right after its start-up checks: it
         may take a shard, must fail to land it, give it back and take nothing more,
         while the fleet lands everything exactly once. (With the faults on, its checks
-        may fail instead: then it is refused at start, exit 3.)"""
+        may fail instead: then it is refused at start, exit 3.)
+
+        It lands as the fleet does, in the fleet's archive (a worker that lands
+        elsewhere is refused at start by the landing agreement, and would test only
+        that), but its S3 is a second emulator, whose bucket of that name is deleted."""
         name = f"bad{len(self.misconfigured) + 1}"
-        bucket = f"{self.bucket}-{name}"
-        s3 = self.direct["s3"]
-        s3.create_bucket(Bucket=bucket)
+        if self._elsewhere is None:
+            self._elsewhere = LocalStack().start()
+        elsewhere = self._elsewhere.env()
+        s3 = self._client(elsewhere, "s3")
+        if self.bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+            s3.create_bucket(Bucket=self.bucket)
         env = {
             **self.worker_env,
             "LANDER_WORKER_ID": f"chaos-{name}",
-            "LANDER_ARCHIVE": f"s3://{bucket}/landed",
+            "AWS_ENDPOINT_URL_S3": elsewhere["AWS_ENDPOINT_URL_S3"],
         }
         worker = WorkerProcess(name, env, self.workdir / "logs" / f"{name}.log")
         self.misconfigured.append(worker)
         wait_for_checks(worker)
-        for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
-            s3.delete_object(Bucket=bucket, Key=item["Key"])
-        s3.delete_bucket(Bucket=bucket)
+        for item in s3.list_objects_v2(Bucket=self.bucket).get("Contents", []):
+            s3.delete_object(Bucket=self.bucket, Key=item["Key"])
+        s3.delete_bucket(Bucket=self.bucket)
         if not worker.alive():
             code = worker.proc.returncode
             self.outcome.misconfigured_exits[name] = code
