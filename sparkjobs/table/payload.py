@@ -80,9 +80,7 @@ class Struct:
         return next((f for f in self.fields if f.name == name), None)
 
     def __str__(self) -> str:
-        inner = ", ".join(
-            f"{f.name}: {f.type}{'' if f.required else '?'}" for f in self.fields
-        )
+        inner = ", ".join(f"{f.name}: {f.type}{'' if f.required else '?'}" for f in self.fields)
         return f"struct<{inner}>"
 
 

@@ -69,6 +69,9 @@ class ListingOnly:
     def move(self, source: str, target: str) -> None:
         raise AssertionError(f"planning must only list, not move {source}")
 
+    def remove_leftovers(self, uri: str) -> int:
+        raise AssertionError(f"planning must only list, not remove {uri}")
+
 
 def _job(window: str, lookback: int = 10) -> CompactJob:
     return CompactJob(
