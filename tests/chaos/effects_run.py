@@ -292,8 +292,8 @@ class EffectsChaos(Chaos):
                 event = str(line.get("event", ""))
                 if event.startswith(UNKNOWN_LOGGED):
                     unknown.add(str(line.get("key")))
-                elif event.startswith(NO_KEY_LOGGED):
-                    skipped.add((str(line.get("shard")), str(line.get("sequence"))))
+                elif event.startswith(NO_KEY_LOGGED):  # consumer.effects' own line
+                    skipped.add((str(line.get("shard_id")), str(line.get("position"))))
         return unknown, skipped
 
     def _finish(self, spark: SparkSession | None) -> None:

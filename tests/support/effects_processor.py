@@ -5,8 +5,9 @@ For each record it runs ``once.record(checkpointer, record, call)``: ``call`` PO
 ``$CHAOS_EFFECTS_URL/effect`` with the record's event id as ``Idempotency-Key``, in
 ``$CHAOS_EFFECTS_MODE`` (``keyed``: :attr:`Mode.KEYED`, ``at-most-once``), up to
 ``$CHAOS_EFFECTS_CONCURRENCY`` records of a batch at a time (default 8); it
-checkpoints after each batch. A record without an event id (a bad payload) is skipped
-with a warning: it has no key to run an effect under, and must not stall the shard.
+checkpoints after each batch. A record without an event id (a bad payload) is skipped:
+``consumer.effects`` returns it as a ``no_key`` outcome and logs it, and it must not
+stall the shard.
 
 A refused connection is the one failure that certainly did not reach the downstream:
 it raises :class:`EffectNotDone` (the claim is released, a later delivery runs it).
@@ -23,9 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-import structlog
 
-from consumer.effects import EffectNotDone, Effects, Mode, NoKeyError, ShardEffects
+from consumer.effects import EffectNotDone, Effects, Mode, ShardEffects
 from consumer.lifecycle.processor import (
     Checkpointer,
     InitializationInput,
@@ -34,8 +34,6 @@ from consumer.lifecycle.processor import (
     WorkerContext,
 )
 from consumer.stream.records import Record
-
-log = structlog.get_logger("tests.support.effects_processor")
 
 URL = "CHAOS_EFFECTS_URL"
 MODE = "CHAOS_EFFECTS_MODE"
@@ -97,11 +95,9 @@ class EffectsProcessor:
         self.downstream = downstream
         self.mode = mode
         self.limit = max(1, limit)
-        self.shard_id = "?"
 
     async def initialize(self, init: InitializationInput) -> None:
-        """Remember the shard, for the log."""
-        self.shard_id = init.shard_id
+        """Nothing to set up: consumer.effects' log lines name the shard."""
 
     async def process_records(self, batch: ProcessRecordsInput) -> None:
         """Each record's effect once; then the checkpoint. The first failure other than
@@ -110,17 +106,11 @@ class EffectsProcessor:
 
         async def one(record: Record) -> None:
             async with gate:
-                try:
-                    await self.once.record(
-                        batch.checkpointer, record, self.downstream.call, mode=self.mode
-                    )
-                except NoKeyError as exc:
-                    log.warning(
-                        "record without an event id: no effect",
-                        shard=self.shard_id,
-                        sequence=record.sequence_number,
-                        error=str(exc)[:200],
-                    )
+                # A record without an event id comes back as a no_key outcome, logged
+                # by consumer.effects with its shard and position (never raised).
+                await self.once.record(
+                    batch.checkpointer, record, self.downstream.call, mode=self.mode
+                )
 
         results = await asyncio.gather(*(one(r) for r in batch.records), return_exceptions=True)
         for result in results:
