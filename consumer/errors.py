@@ -13,8 +13,10 @@ clients that call AWS: each wraps them into its branch below::
     │   ├── CatalogError               (sparkjobs.catalog) the catalog cannot be
     │   │                              reached or is not configured, or the table
     │   │                              lacks the compacted columns
-    │   └── ReaderJarError             (sparkjobs.compaction.objectreader)
-    │                                  LANDER_SPARK_READER_JAR names no jar
+    │   ├── ReaderJarError             (sparkjobs.compaction.objectreader)
+    │   │                              LANDER_SPARK_READER_JAR names no jar
+    │   └── DeclaredSchemaError        (sparkjobs.table.declared) a declared payload
+    │                                  schema uses what the reader does not take
     ├── UnreachableError               retriable: an endpoint did not answer (exit 1)
     ├── RefusedError                   the environment refuses the worker, or what a
     │                                  command works on is not there (exit 3)
@@ -78,8 +80,8 @@ clients that call AWS: each wraps them into its branch below::
                                        of a run conflicted with other writers
 
 The Spark jobs' errors keep the built-in base they had before they joined the tree
-(WindowError, CatalogError and ReaderJarError are ValueErrors, CompactionError a
-RuntimeError), so code that caught those still catches them.
+(WindowError, CatalogError, ReaderJarError and DeclaredSchemaError are ValueErrors,
+CompactionError a RuntimeError), so code that caught those still catches them.
 """
 
 from __future__ import annotations

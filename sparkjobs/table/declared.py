@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from consumer.config import ConfigError
 from sparkjobs.table.payload import (
     BOOLEAN,
     DOUBLE,
@@ -48,8 +49,11 @@ EPOCH_FORMATS = {"unix-time": 1, "unix-time-ms": 1000}
 MAX_PRECISION = 38
 
 
-class DeclaredSchemaError(ValueError):
-    """The declared schema uses what this reader does not take (one line)."""
+class DeclaredSchemaError(ConfigError, ValueError):
+    """The declared schema uses what this reader does not take (one line): a setting's
+    problem (exit 2)."""
+
+    retriable = False
 
 
 @dataclass

@@ -5,7 +5,8 @@ schema built here: it matches columns by name, adds the new ones with fresh fiel
 and promotes the widened ones) and to read a table's payload columns back
 (:func:`from_iceberg`); Spark's, to parse ``data`` into the typed columns
 (``from_json`` with :func:`to_spark`). Field ids here are placeholders, numbered in
-order from ``first_id``: the table's own ids are kept by the union.
+order from ``first_id``: the table's own ids are kept by the union. A type no column
+has (null, variant: :mod:`sparkjobs.table.evolve` leaves those out) is a ValueError.
 """
 
 from __future__ import annotations
@@ -52,10 +53,6 @@ _SPARK: dict[Primitive, spark.DataType] = {
 }
 
 
-class NoColumnTypeError(ValueError):
-    """A type no column has (null, variant): left out by the evolution before this."""
-
-
 def to_iceberg(payload: Type, first_id: int = 1) -> ice.IcebergType:
     """``payload`` as an Iceberg type, its fields numbered from ``first_id``."""
     return _iceberg(payload, itertools.count(first_id))
@@ -75,7 +72,7 @@ def _iceberg(payload: Type, ids: Iterator[int]) -> ice.IcebergType:
             field_id = next(ids)
             fields.append(ice.NestedField(field_id, f.name, _iceberg(f.type, ids), f.required))
         return ice.StructType(*fields)
-    raise NoColumnTypeError(f"no column type for {payload}")
+    raise ValueError(f"no column type for {payload}")
 
 
 def from_iceberg(column: ice.IcebergType) -> Type:
@@ -97,7 +94,7 @@ def from_iceberg(column: ice.IcebergType) -> Type:
                 )
             )
         )
-    raise NoColumnTypeError(f"no payload type for the column type {column}")
+    raise ValueError(f"no payload type for the column type {column}")
 
 
 def to_spark(payload: Type) -> spark.DataType:
@@ -113,4 +110,4 @@ def to_spark(payload: Type) -> spark.DataType:
         return spark.StructType(
             [spark.StructField(f.name, to_spark(f.type), nullable=True) for f in payload.fields]
         )
-    raise NoColumnTypeError(f"no column type for {payload}")
+    raise ValueError(f"no column type for {payload}")
