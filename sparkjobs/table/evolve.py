@@ -24,6 +24,7 @@ required.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sparkjobs.table.payload import (
@@ -114,14 +115,34 @@ def promotes(old: Type, new: Type) -> bool:
     )
 
 
-def evolve(table: Struct, seen: Struct, *, new_table: bool = False) -> Evolution:
-    """The table's schema after a window whose records showed ``seen``."""
+def evolve(
+    table: Struct,
+    seen: Struct,
+    *,
+    new_table: bool = False,
+    widen: Callable[[Path], bool] | None = None,
+) -> Evolution:
+    """The table's schema after a window whose records showed ``seen``.
+
+    ``widen``: whether the column at a path needs the wider type ``seen`` suggests (the
+    run knows: its values there did not fit and were rescued); not needed, the column
+    stays and the change is a :class:`Mismatch`. Default: every promotion is made.
+    """
     out = Evolution(Struct(()))
-    out.schema = _struct((), table, seen, new_table, out)
+    out.schema = _struct((), table, seen, new_table, out, widen or _always)
     return out
 
 
-def _struct(path: Path, table: Struct, seen: Struct, new_table: bool, out: Evolution) -> Struct:
+def _always(path: Path) -> bool:
+    return True
+
+
+Widening = Callable[[Path], bool]
+
+
+def _struct(  # noqa: PLR0917 - the walk's state
+    path: Path, table: Struct, seen: Struct, new_table: bool, out: Evolution, widen: Widening
+) -> Struct:
     fields: list[Field] = []
     for column in table.fields:
         at = (*path, column.name)
@@ -131,7 +152,7 @@ def _struct(path: Path, table: Struct, seen: Struct, new_table: bool, out: Evolu
                 out.changes.append(MakeOptional(at))
             fields.append(Field(column.name, column.type, False))
         else:
-            fields.append(_field(at, column, found, new_table, out))
+            fields.append(_field(at, column, found, new_table, out, widen))
     for found in seen.fields:
         if table.field(found.name) is None:
             added = _typed(((*path, found.name)), found.type, out)
@@ -142,21 +163,26 @@ def _struct(path: Path, table: Struct, seen: Struct, new_table: bool, out: Evolu
     return Struct(tuple(sorted(fields, key=lambda f: f.name)))
 
 
-def _field(path: Path, column: Field, found: Field, new_table: bool, out: Evolution) -> Field:
+def _field(  # noqa: PLR0917 - the walk's state
+    path: Path, column: Field, found: Field, new_table: bool, out: Evolution, widen: Widening
+) -> Field:
     required = column.required and found.required
     if column.required and not found.required:
         out.changes.append(MakeOptional(path))
-    return Field(column.name, _type(path, column.type, found.type, new_table, out), required)
+    kind = _type(path, column.type, found.type, new_table, out, widen)
+    return Field(column.name, kind, required)
 
 
-def _type(path: Path, column: Type, seen: Type, new_table: bool, out: Evolution) -> Type:
+def _type(  # noqa: PLR0917 - the walk's state
+    path: Path, column: Type, seen: Type, new_table: bool, out: Evolution, widen: Widening
+) -> Type:
     if seen in (NULL, column):
         return column
     if isinstance(column, Struct) and isinstance(seen, Struct):
-        return _struct(path, column, seen, new_table, out)
+        return _struct(path, column, seen, new_table, out, widen)
     if isinstance(column, ListOf) and isinstance(seen, ListOf):
         at = (*path, ELEMENT)
-        element = _type(at, column.element, seen.element, new_table, out)
+        element = _type(at, column.element, seen.element, new_table, out, widen)
         element_required = column.element_required and seen.element_required
         if column.element_required and not seen.element_required:
             out.changes.append(MakeOptional(at))
@@ -164,7 +190,7 @@ def _type(path: Path, column: Type, seen: Type, new_table: bool, out: Evolution)
     joined = merge(column, seen)
     if joined == column:
         return column
-    if promotes(column, joined):
+    if promotes(column, joined) and widen(path):
         out.changes.append(Widen(path, column, joined))
         return joined
     out.mismatches.append(Mismatch(path, column, seen))

@@ -1,0 +1,140 @@
+"""Which typed payload columns a run writes, and when it must write again (issue 48).
+
+A run decides its payload schema before it reads, from what it knows then:
+
+1. the table's ``payload`` column (what earlier runs made);
+2. the declared schema (``LANDER_PAYLOAD_SCHEMA``), whose fields it adds;
+3. a sample of the window: a few objects chosen by a hash of their keys (the same on a
+   re-run), their object payloads' shape by ``schema_of_variant_agg``
+   (:func:`sparkjobs.compaction.typed.sample_shape`), whose new fields it adds.
+
+The run then writes with that schema and observes the whole window's shape as it
+writes. When the window had a field the sample missed, or values a column could hold
+only wider (an ``int`` column's values past 32 bits, all of them rescued), the run
+writes again with the grown schema (:func:`next_schema`); otherwise the rescued values
+stay rescued. At most :data:`PASSES` passes: the second sees every field the first did.
+
+Every payload column is optional: a required column needs every record to have the
+field, which the shape does not tell. Fields that Spark's variant paths cannot name
+(a name with both ``'`` and ``"``) get no column (:func:`addressable_only`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sparkjobs.table.declared import Declared
+from sparkjobs.table.evolve import ELEMENT, AddColumn, Evolution, Path, Widen, evolve
+from sparkjobs.table.payload import Field, ListOf, Struct, Type
+from sparkjobs.table.variant_schema import read_variant_schema
+
+PASSES = 2
+SAMPLE_OBJECTS = 32
+SAMPLE_BYTES = 8 << 20
+"""At most this many objects and bytes of a window are read for its sample."""
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadPlan:
+    """The payload schema a run writes with, and how its timestamps are written."""
+
+    schema: Struct
+    timestamps: Mapping[Path, str | int] = field(default_factory=dict)
+
+    @property
+    def writes_columns(self) -> bool:
+        """Whether there is a column to write (Parquet has no empty struct)."""
+        return bool(self.schema.fields)
+
+
+def addressable(name: str) -> bool:
+    """Whether Spark's variant paths can name a field (not with both kinds of quote)."""
+    return not ('"' in name and "'" in name)
+
+
+def addressable_only(kind: Type) -> Type:
+    """``kind`` without the fields Spark cannot address, every part optional."""
+    if isinstance(kind, Struct):
+        return Struct(
+            tuple(
+                Field(f.name, addressable_only(f.type), required=False)
+                for f in kind.fields
+                if addressable(f.name)
+            )
+        )
+    if isinstance(kind, ListOf):
+        return ListOf(addressable_only(kind.element), element_required=False)
+    return kind
+
+
+def _never(path: Path) -> bool:
+    return False
+
+
+def first_schema(
+    table: Struct | None, declared: Declared | None, sample: str | None
+) -> PayloadPlan:
+    """The schema a run starts with: the table's, the declared fields, the sample's new
+    fields (a column is widened only by the run itself, :func:`next_schema`)."""
+    schema = table or Struct(())
+    if declared is not None:
+        schema = evolve(schema, declared.type, widen=_never).schema
+    seen = read_variant_schema(sample) if sample else None
+    if isinstance(seen, Struct):
+        schema = evolve(schema, seen, widen=_never).schema
+    found = addressable_only(schema)
+    assert isinstance(found, Struct)
+    return PayloadPlan(found, declared.timestamps if declared is not None else {})
+
+
+def list_pointer(path: Path) -> Path:
+    """The place a value at ``path`` is rescued: a list is rescued whole, so a path into
+    a list's elements is rescued at the list."""
+    return path[: path.index(ELEMENT)] if ELEMENT in path else path
+
+
+def next_schema(
+    plan: PayloadPlan, shape: str | None, rescued: Mapping[Path, int]
+) -> Evolution | None:
+    """The grown schema to write the window again with, or None when the pass stands.
+
+    ``shape``: the window's object payloads as ``schema_of_variant_agg`` wrote them;
+    ``rescued``: how many values each place rescued. A column widens only where values
+    were rescued (Spark calls every integer ``BIGINT``: an ``int`` column with no value
+    past 32 bits stays ``int``).
+    """
+    seen = read_variant_schema(shape) if shape else None
+    if not isinstance(seen, Struct):
+        return None
+    evolution = evolve(plan.schema, seen, widen=lambda path: rescued.get(list_pointer(path), 0) > 0)
+    grown = addressable_only(evolution.schema)
+    assert isinstance(grown, Struct)
+    evolution.schema = grown
+    if any(isinstance(c, AddColumn | Widen) for c in evolution.changes):
+        return evolution
+    return None
+
+
+def untyped(plan: PayloadPlan, shape: str | None) -> list[Path]:
+    """Fields the window had that get no column: only null, or of two types (such a
+    field is declared, or left in ``data``)."""
+    seen = read_variant_schema(shape) if shape else None
+    if not isinstance(seen, Struct):
+        return []
+    return sorted(u.path for u in evolve(plan.schema, seen).untyped)
+
+
+def sample_keys(read: Mapping[str, int]) -> list[str]:
+    """The objects a window's sample reads (``read``: size by key): the first by a hash
+    of their keys, up to :data:`SAMPLE_OBJECTS` and :data:`SAMPLE_BYTES` (at least one)."""
+    ordered = sorted(read, key=lambda rel: hashlib.blake2b(rel.encode(), digest_size=8).digest())
+    chosen: list[str] = []
+    total = 0
+    for rel in ordered:
+        if chosen and (len(chosen) >= SAMPLE_OBJECTS or total + read[rel] > SAMPLE_BYTES):
+            break
+        chosen.append(rel)
+        total += read[rel]
+    return chosen
