@@ -46,6 +46,7 @@ from sparkjobs.compaction import counters, objectreader
 from sparkjobs.compaction.damage import damaged_input, describe
 from sparkjobs.compaction.fallback import check_inputs, triage
 from sparkjobs.compaction.job import CompactionError, CompactJob, MiB, ref_for
+from sparkjobs.compaction.payload_plan import PayloadPlan
 from sparkjobs.compaction.plan import (
     WindowPlan,
     files_per_hour,
@@ -56,6 +57,7 @@ from sparkjobs.compaction.plan import (
 )
 from sparkjobs.compaction.quiet import SKIPPED_FILES, TASK_FAILURE, quieted
 from sparkjobs.compaction.sparkplan import DROPPED_DT, SparkPlan
+from sparkjobs.compaction.typedwrite import first_payload, record, retype
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
 from sparkjobs.table import table
 from sparkjobs.table.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
@@ -123,6 +125,8 @@ def compact(
     run_dir = join(ref.data_root, manifest.run_id)
     manifest.reader = reader_for(spark, plan)
     by_path = manifest.reader == objectreader.WHOLE and objectreader.enable_by_path(spark)
+    sizes_read = {rel: f.size for rel, f in plan.read.items()}
+    payload = first_payload(spark, job, ref, sizes_read) if job.typed else None
     spark_plan = SparkPlan(
         spark,
         job,
@@ -136,10 +140,17 @@ def compact(
         listed=plan.read if by_path else None,
         fast_header=objectreader.enable_header(spark),
         fast_counts=counters.enable(spark),
+        payload=payload,
     )
 
     mark = time.monotonic()
     metrics = _read_and_write(spark, fs, plan, spark_plan, manifest, bind)
+    if spark_plan.typing is not None:
+        grown = record(spark_plan.typing, manifest, passes=1)
+        if grown is not None:  # fields the sample missed: the kept rows typed again
+            bind.info("payload fields the sample missed; retyping", changes=len(grown.changes))
+            payload = PayloadPlan(grown.schema, spark_plan.typing.plan.timestamps)
+            record(retype(spark, fs, run_dir, payload, job), manifest, passes=2)
     manifest.timings["compact_s"] = round(time.monotonic() - mark, 3)
     _count(hour_stats, metrics)
     manifest.bad_files.extend(
@@ -147,12 +158,17 @@ def compact(
     )
     if job.strict and manifest.bad_files:
         _refuse_bad_input(fs, job, run_dir, manifest)
+    if job.strict and manifest.payload.get("rescued_rows"):
+        _refuse_rescued(fs, job, run_dir, manifest)
 
     found = fs.list_files(run_dir)
     written = _output_files(found)
     dropped = _move_dropped(fs, found, join(ref.dropped_root, manifest.run_id))
     fs.remove_leftovers(run_dir)  # the table's data/ holds its data files, and only them
     rewritten = _entries_written(written, dropped, plan, hour_stats, manifest)
+    if payload is not None and payload.writes_columns:
+        changed = table.evolve_payload(ref, payload.schema, table_properties(job))
+        manifest.payload["schema_changed"] = changed
     _publish(fs, job, ref, manifest, rewritten, written)
     manifest.hours = [hour_stats[h] for h in plan.stale if h in manifest.published_hours]
     manifest.status = "published" if manifest.published_hours else "superseded"
@@ -168,6 +184,7 @@ def compact(
         producer=manifest.total("producer"),
         sequence=manifest.total("sequence"),
         bad_files=len(manifest.bad_files),
+        rescued=manifest.payload.get("rescued_rows", 0),
         seconds=manifest.timings["total_s"],
     )
     return manifest
@@ -301,6 +318,21 @@ def _refuse_bad_input(
     raise CompactionError(
         f"strict: {len(manifest.bad_files)} bad input(s) in {job.window.label}, "
         f"first {first.file}: {first.kind} ({first.detail})"
+    )
+
+
+def _refuse_rescued(
+    fs: Filesystem, job: CompactJob, run_dir: str, manifest: RunManifest
+) -> NoReturn:
+    """Strict mode found payload values that fit no column: publish nothing."""
+    fs.delete(run_dir)
+    manifest.status = "failed"
+    rescued = manifest.payload["rescued"]
+    places = ", ".join(f"{pointer} ({count})" for pointer, count in rescued.items())
+    raise CompactionError(
+        f"strict: {manifest.payload['rescued_rows']} record(s) in {job.window.label} have "
+        f"payload values that fit no column, at {places}: declare their type "
+        "(LANDER_PAYLOAD_SCHEMA) or run without --strict to keep them in rescued"
     )
 
 

@@ -7,12 +7,16 @@ without a JVM; :mod:`sparkjobs.compaction.compact` runs it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from consumer.archive.layout import stream_folder
 from consumer.errors import LanderError
 from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.io import join
 from sparkjobs.window import Window
+
+if TYPE_CHECKING:
+    from sparkjobs.table.declared import Declared
 
 MiB = 1 << 20
 
@@ -50,6 +54,16 @@ class CompactJob:
     sequence_pointer: str | None = None
     """``LANDER_SEQUENCE_POINTER``: a record without an event id is deduped by its
     partition key and this number of its payload (:mod:`sparkjobs.compaction.dedupe`)."""
+    payload_schema: str = "infer"
+    """``LANDER_PAYLOAD_SCHEMA``: ``infer`` the typed payload columns from the records,
+    ``off`` (none), or ``declared`` (:attr:`declared`, the rest inferred)."""
+    declared: Declared | None = None
+    """The declared payload schema (:mod:`sparkjobs.table.declared`)."""
+
+    @property
+    def typed(self) -> bool:
+        """Whether the run writes typed payload columns (JSON payloads only)."""
+        return self.payload_format == "json" and self.payload_schema != "off"
 
     @property
     def source(self) -> str:

@@ -46,8 +46,10 @@ from sparkjobs.compaction.fallback import SavedLine
 from sparkjobs.compaction.job import CompactJob
 from sparkjobs.compaction.lines import parse
 from sparkjobs.compaction.objectreader import FUNCTION, listed_objects, literal_rows
+from sparkjobs.compaction.payload_plan import PayloadPlan
 from sparkjobs.compaction.plan import hour_label_of
 from sparkjobs.compaction.sparkkeys import BAD_LINE, BY_EVENT, BY_SEQUENCE, dedupe_key, index_rows
+from sparkjobs.compaction.typedwrite import Typing
 from sparkjobs.table.manifest import BadFile
 from sparkjobs.table.publish import InputFile
 from sparkjobs.table.schema import COMPACTED, CORRUPT, field_ids
@@ -249,9 +251,10 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
     files: list[int],
     observation: Any,
     fast_counts: bool,
+    payload: Typing | None = None,
 ) -> None:
     """Write the labeled rows; hour ``hours[i]`` as ``files[i]`` files (its dropped
-    copies as one)."""
+    copies as one); with ``payload``, the kept rows' typed columns too."""
     # The code is a column of its own, computed once per row: as an expression inside
     # each of Spark's counters (no jar: :mod:`sparkjobs.compaction.counters`) it was evaluated
     # once per counter, 96 times a row (about a fifth of a warm day's CPU: the
@@ -300,16 +303,25 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
             sf.element_at(sf.array(*[sf.lit(h[11:]) for h in hours]), slot).alias("hour"),
             "seq_len",
             task_key.cast("int").alias("task_key"),
+            kept.alias("kept"),
         )
         .repartition(tasks, "task_key")
         .sortWithinPartitions(
             "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
         )
     )
-    ids = field_ids()
+    typed: list[Column] = []
+    if payload is not None:
+        # After the shuffle: only ``data`` crosses it, the typed columns are made where
+        # they are written. Files of a typed run carry no field ids: every reader maps
+        # their columns by the table's name mapping (Spark writes no id for a list's
+        # element, and a file with some ids is read by ids alone by Iceberg's Java).
+        out, typed = payload.columns(out)
+    ids = {} if payload is not None else field_ids()
     writer = (
         out.select(
-            *(sf.col(f.name).alias(f.name, metadata=ids[f.name]) for f in COMPACTED.fields),
+            *(sf.col(f.name).alias(f.name, metadata=ids.get(f.name, {})) for f in COMPACTED.fields),
+            *typed,
             "dt",
             "hour",
         )
@@ -362,8 +374,12 @@ class SparkPlan:
         listed: Mapping[str, InputFile] | None = None,
         fast_header: bool = False,
         fast_counts: bool = False,
+        payload: PayloadPlan | None = None,
     ) -> None:
         self.spark, self.job, self.folders = spark, job, folders
+        self.payload = payload
+        """The typed columns to write (None: none)."""
+        self.typing: Typing | None = None
         self.hours, self.partitions, self.run_dir = hours, partitions, run_dir
         self.files = [(files or {}).get(hour, 1) for hour in hours]
         """How many files each hour is written as, in the order of ``hours``."""
@@ -405,6 +421,7 @@ class SparkPlan:
         prepared = _prepare(lines, self.job.stream, self.hours, before, pointer, fast_counts=fast)
         if self.index_files:
             prepared = prepared.unionByName(index_rows(self.spark, self.index_files, pointer))
+        self.typing = Typing(self.payload) if self.payload is not None else None
         _write(
             _label(prepared, self.partitions, self.job.horizon_minutes),
             self.job,
@@ -413,6 +430,7 @@ class SparkPlan:
             self.files,
             after,
             fast,
+            self.typing,
         )
         found: dict[str, Any] = counters.cause_counts(
             after.get, self.hours, fast=fast, sequence=pointer is not None

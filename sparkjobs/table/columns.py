@@ -20,3 +20,8 @@ COMPACTED_COLUMNS: tuple[tuple[str, str, bool], ...] = (
 """A compacted row's columns in order: name, kind, and whether Spark may leave it null.
 Spark's schema (:data:`sparkjobs.table.schema.COMPACTED`) and the Iceberg table's
 (:func:`sparkjobs.table.table.iceberg_schema`, field ids 1.. in this order) both come from here."""
+
+
+PAYLOAD, RESCUED = "payload", "rescued"
+"""The typed columns after these (issue 48): the payload's fields as one struct, and the
+values that fit none of them, as JSON by pointer (:mod:`sparkjobs.compaction.typed`)."""

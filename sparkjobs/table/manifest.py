@@ -92,6 +92,9 @@ class RunManifest:
     snapshot_id: int | None = None
     commit_attempts: int = 0
     """Commits tried: more than one when another run committed the same hours meanwhile."""
+    payload: dict[str, Any] = field(default_factory=dict)
+    """The typed payload columns (issue 48): passes written, the columns, the values
+    rescued per place (JSON Pointer) and the rows with any, whether the schema changed."""
 
     def total(self, name: str) -> int:
         """A counter summed over the rewritten hours."""

@@ -36,7 +36,7 @@ from sparkjobs.catalog import (
     open_catalog,
     registered,
 )
-from sparkjobs.table.columns import COMPACTED_COLUMNS
+from sparkjobs.table.columns import COMPACTED_COLUMNS, PAYLOAD, RESCUED
 from sparkjobs.table.publish import HourEntry, entries_from_summaries, summary_of, winning_hours
 from sparkjobs.window import HOUR, parse_hour
 
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
+
+    from sparkjobs.table.payload import Struct
 
 log = structlog.get_logger("sparkjobs.table")
 
@@ -76,6 +78,56 @@ def iceberg_schema() -> Schema:
             NestedField(field_id, name, kinds[kind], required=False)
             for field_id, (name, kind, _) in enumerate(COMPACTED_COLUMNS, start=1)
         )
+    )
+
+
+def payload_schema(table: Table) -> Struct | None:
+    """The table's ``payload`` column as a payload type (None before a typed run)."""
+    from sparkjobs.table.payload import Struct
+    from sparkjobs.table.payload_columns import from_iceberg
+
+    names = {f.name: f for f in table.schema().fields}
+    if PAYLOAD not in names:
+        return None
+    found = from_iceberg(names[PAYLOAD].field_type)
+    return found if isinstance(found, Struct) else None
+
+
+def evolve_payload(
+    ref: TableRef, schema: Struct, properties: Mapping[str, str] | None = None
+) -> bool:
+    """Give the table the typed columns of ``schema`` in a commit of its own (new fields
+    get fresh ids, widened ones are promoted, nothing else changes); whether it changed.
+
+    ``schema`` holds every column the table has (:func:`sparkjobs.table.evolve.evolve`
+    only grows), so the union is the new schema; a table that has it already is left
+    alone (a re-run adds no schema version).
+    """
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.schema import Schema as IcebergSchema
+    from pyiceberg.types import NestedField, StringType
+
+    from sparkjobs.table.payload_columns import to_iceberg
+
+    for _ in range(COMMIT_ATTEMPTS):
+        table = open_table(ref, properties)
+        assert table is not None
+        names = {f.name for f in table.schema().fields}
+        if payload_schema(table) == schema and RESCUED in names:
+            return False
+        wanted = IcebergSchema(
+            NestedField(1, PAYLOAD, to_iceberg(schema, 3), required=False),
+            NestedField(2, RESCUED, StringType(), required=False),
+        )
+        try:
+            with table.update_schema() as update:
+                update.union_by_name(wanted)
+        except CommitFailedException as exc:
+            log.warning("schema commit conflicted; reading the table again", error=one_line(exc))
+            continue
+        return True
+    raise CommitConflictError(
+        f"table {ref.identifier}: {COMMIT_ATTEMPTS} schema commits conflicted with other writers"
     )
 
 

@@ -1,0 +1,195 @@
+"""A run's typed payload columns (issue 48): the schema it starts with, the columns a
+pass writes and what it observed, and the rewrite when the window had more.
+
+:func:`first_payload` decides the schema before the run reads (the table's, the
+declared, a sample's: :mod:`sparkjobs.compaction.payload_plan`). :class:`Typing` makes
+a pass's typed columns (:mod:`sparkjobs.compaction.typed`) where the rows are written,
+and observes the whole window's payload shape and the values rescued per place.
+
+A sample misses fields that few records have. When the pass saw any
+(:func:`sparkjobs.compaction.payload_plan.next_schema`), :func:`retype` writes the
+run's kept rows again from its own Parquet with the grown schema: the deduplicated
+rows, columnar, each file into one file again (same hour, same order), never the
+landed objects a second time. The dropped copies have no typed columns to redo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import structlog
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as sf
+
+from sparkjobs.catalog import TableRef
+from sparkjobs.compaction.distribute import task_keys
+from sparkjobs.compaction.job import CompactJob
+from sparkjobs.compaction.payload_plan import (
+    PayloadPlan,
+    first_schema,
+    next_schema,
+    sample_keys,
+    untyped,
+)
+from sparkjobs.compaction.typed import pointer_of, sample_shape, typed_payload
+from sparkjobs.io import Filesystem, Listed, join
+from sparkjobs.table import table
+from sparkjobs.table.columns import PAYLOAD, RESCUED
+from sparkjobs.table.evolve import Evolution
+from sparkjobs.table.manifest import RunManifest
+from sparkjobs.table.payload import Struct
+from sparkjobs.table.schema import COMPACTED
+
+log = structlog.get_logger("sparkjobs.compact")
+
+
+class Typing:
+    """A pass's typed columns by :class:`~sparkjobs.compaction.payload_plan.PayloadPlan`,
+    and what the pass observed: the window's payload shape, the values rescued per
+    place."""
+
+    def __init__(self, plan: PayloadPlan) -> None:
+        self.plan = plan
+        self.observation = Observation("payload")
+        self.places: list[tuple[str, ...]] = []
+
+    def columns(self, rows: DataFrame) -> tuple[DataFrame, list[Column]]:
+        """``rows`` observed, with the typed columns; the columns to write."""
+        if not self.plan.writes_columns:  # no column yet: only the window's shape
+            variant = sf.try_parse_json(sf.when(sf.col("kept"), sf.col("data")))
+            is_object = sf.try_variant_get(variant, "$", "struct<>").isNotNull()
+            rows = rows.observe(
+                self.observation,
+                sf.schema_of_variant_agg(sf.when(is_object, variant)).alias("shape"),
+                sf.lit(0).alias("rows"),
+            )
+            return rows, []
+        typed = typed_payload(
+            sf.when(sf.col("kept"), sf.col("data")), self.plan.schema, self.plan.timestamps
+        )
+        self.places = list(typed.flags)
+        rows = rows.select(
+            "*",
+            typed.payload.alias(PAYLOAD),
+            typed.rescued.alias(RESCUED),
+            typed.shape.alias("_shape"),
+            *(flag.alias(f"_rescued{i}") for i, flag in enumerate(typed.flags.values())),
+        )
+        rows = rows.observe(
+            self.observation,
+            sf.schema_of_variant_agg("_shape").alias("shape"),
+            sf.count_if(sf.col(RESCUED).isNotNull()).alias("rows"),
+            *(sf.count_if(sf.col(f"_rescued{i}")).alias(f"r{i}") for i in range(len(self.places))),
+        )
+        return rows, [sf.col(PAYLOAD), sf.col(RESCUED)]
+
+    def observed(self) -> tuple[str | None, dict[tuple[str, ...], int], int]:
+        """The window's shape (None when no payload was an object), the rescued values
+        per place, and the rows with any."""
+        got = self.observation.get
+        counts = {place: int(got[f"r{i}"] or 0) for i, place in enumerate(self.places)}
+        shape = got["shape"]
+        return (
+            (shape if shape and shape.startswith("OBJECT<") else None),
+            counts,
+            int(got["rows"] or 0),
+        )
+
+
+def first_payload(
+    spark: SparkSession, job: CompactJob, ref: TableRef, sizes: Mapping[str, int]
+) -> PayloadPlan:
+    """The payload schema a run starts with: the table's, the declared, a sample's of
+    the objects the run reads (``sizes``: their sizes by key)."""
+    found = table.open_table(ref, create=False)
+    sample = sample_shape(
+        spark, [join(job.source, rel) for rel in sample_keys(sizes)], job.payload_format
+    )
+    current = table.payload_schema(found) if found is not None else None
+    return first_schema(current, job.declared, sample)
+
+
+def record(typing: Typing, manifest: RunManifest, passes: int) -> Evolution | None:
+    """What a pass observed of the payload, in the manifest; the grown schema to write
+    the window again with when it had fields the pass had no column for (only after the
+    first pass: the rewrite's schema holds every field the window has)."""
+    shape, rescued, rows = typing.observed()
+    manifest.payload = {
+        "passes": passes,
+        "columns": [pointer_of(path) for path in _leaves(typing.plan.schema)],
+        "rescued_rows": rows,
+        "rescued": {pointer_of(path): n for path, n in sorted(rescued.items()) if n},
+        "untyped": [pointer_of(path) for path in untyped(typing.plan, shape)],
+    }
+    return next_schema(typing.plan, shape, rescued) if passes == 1 else None
+
+
+def _leaves(schema: Struct, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every column of the payload (a struct's fields, not the struct), by path."""
+    out: list[tuple[str, ...]] = []
+    for f in schema.fields:
+        at = (*path, f.name)
+        out.extend(_leaves(f.type, at) if isinstance(f.type, Struct) else [at])
+    return out
+
+
+RETYPED = ".retyped"
+"""Suffix of the folder beside a run's where :func:`retype` writes, before the files
+replace the run's own."""
+
+
+def retype(
+    spark: SparkSession, fs: Filesystem, run_dir: str, payload: PayloadPlan, job: CompactJob
+) -> Typing:
+    """Write the run's kept rows again with ``payload``'s columns; the pass's typing.
+
+    Each kept file of ``run_dir`` (not the ``dt=dropped-…`` copies) is read and written
+    as one file of the same hour, rows in the same order, into a folder beside it; the
+    new files then replace the old ones in ``run_dir``.
+    """
+    kept = sorted(
+        (item for item in fs.list_files(run_dir) if _kept_file(item)), key=lambda f: f.uri
+    )
+    typing = Typing(payload)
+    if not kept:
+        return typing
+    uris = [item.uri for item in kept]
+    keys = task_keys(len(uris))
+    by_file = sf.create_map(*[sf.lit(x) for i, uri in enumerate(uris) for x in (uri, keys[i])])
+    path = sf.col("_metadata.file_path")
+    rows = spark.read.parquet(*uris).select(
+        *(f.name for f in COMPACTED.fields),
+        sf.regexp_extract(path, r"/dt=([^/]+)/", 1).alias("dt"),
+        sf.regexp_extract(path, r"/hour=([^/]+)/", 1).alias("hour"),
+        by_file[path].alias("task_key"),
+        sf.lit(True).alias("kept"),
+    )
+    rows = rows.repartition(len(uris), "task_key").sortWithinPartitions(
+        "shard_id",
+        sf.length("sequence_number"),
+        "sequence_number",
+        "subsequence_number",
+    )
+    rows, typed = typing.columns(rows)
+    target = run_dir.rstrip("/") + RETYPED
+    writer = (
+        rows.select(*(f.name for f in COMPACTED.fields), *typed, "dt", "hour")
+        .write.mode("errorifexists")
+        .option("compression", job.compression)
+        .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+    )
+    try:
+        writer.partitionBy("dt", "hour").parquet(target)
+        fs.remove_leftovers(target)
+        for item in kept:
+            fs.delete(item.uri)
+        for item in fs.list_files(target):
+            if item.uri.endswith(".parquet"):
+                fs.move(item.uri, join(run_dir, item.uri[len(target) :].lstrip("/")))
+    finally:
+        fs.delete(target)
+    return typing
+
+
+def _kept_file(item: Listed) -> bool:
+    return item.uri.endswith(".parquet") and "/dt=dropped-" not in item.uri
