@@ -37,6 +37,7 @@ from sparkjobs.analysis.findings import (
     DuplicateStat,
     HotKey,
     Lateness,
+    RescuedStat,
     SequenceGaps,
     ShardShare,
     VolumePoint,
@@ -46,6 +47,7 @@ from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.compaction.lines import json_path
 from sparkjobs.io import Filesystem, filesystem_for, join
 from sparkjobs.table import compacted
+from sparkjobs.table.columns import RESCUED
 from sparkjobs.table.manifest import manifest_uri
 from sparkjobs.window import Window, parse_hour
 
@@ -322,6 +324,18 @@ def _manifest_findings(
     return duplicates, bad
 
 
+def _rescued(frame: DataFrame) -> tuple[DataFrame, list[RescuedStat]]:
+    """The window's rescued payload values by place (files before typed columns: none)."""
+    table = (
+        frame.filter(sf.col(RESCUED).isNotNull())
+        .select(sf.explode(sf.json_object_keys(RESCUED)).alias("place"))
+        .groupBy("place")
+        .agg(sf.count(sf.lit(1)).alias("values"))
+    )
+    rows = table.orderBy(sf.desc("values"), "place").collect()
+    return table, [RescuedStat(r["place"], int(r["values"])) for r in rows]
+
+
 def _dead_letters(
     spark: SparkSession, job: AnalyseJob
 ) -> tuple[DataFrame | None, list[DeadLetterStat]]:
@@ -372,6 +386,7 @@ def analyse(spark: SparkSession, job: AnalyseJob, now: datetime | None = None) -
         letters_table, letters = _dead_letters(spark, job)
         if letters_table is not None:
             tables["dead_letters"] = letters_table
+        tables["rescued"], rescued = _rescued(frame)
         if duplicates:
             tables["duplicates"] = spark.createDataFrame([asdict(d) for d in duplicates])
         for name, table in tables.items():
@@ -396,6 +411,7 @@ def analyse(spark: SparkSession, job: AnalyseJob, now: datetime | None = None) -
         event_time_field=job.event_time_pointer,
         bad_inputs=bad,
         dead_letters=letters,
+        rescued=rescued,
         tables=join(job.folder, "tables"),
     )
     out = filesystem_for(job.reports, spark)

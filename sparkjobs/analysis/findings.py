@@ -108,6 +108,15 @@ class DeadLetterStat:
 
 
 @dataclass(frozen=True, slots=True)
+class RescuedStat:
+    """Payload values of the window at one place (a JSON Pointer) that fit no typed
+    column and are kept in ``rescued`` (issue 48)."""
+
+    place: str
+    values: int
+
+
+@dataclass(frozen=True, slots=True)
 class Analysis:
     """Everything one run of the analyse job found about one window of one stream."""
 
@@ -130,4 +139,5 @@ class Analysis:
     event_time_field: str | None = None
     bad_inputs: list[BadInput] = field(default_factory=list)
     dead_letters: list[DeadLetterStat] = field(default_factory=list)
+    rescued: list[RescuedStat] = field(default_factory=list)
     tables: str | None = None

@@ -106,6 +106,7 @@ def render_html(analysis: Analysis) -> str:
         sections.gaps(analysis),
         sections.bad_input(analysis),
         sections.dead_letters(analysis),
+        sections.rescued(analysis),
         "</main>",
         _footer(analysis),
     ]

@@ -56,6 +56,9 @@ def render_text(analysis: Analysis) -> str:
         )
     lines.append(f"bad input     {t.bad_files:,} files, {t.bad_lines:,} malformed lines")
     lines.append(f"dead letters  {t.dead_letters:,} records ({len(a.dead_letters):,} reasons)")
+    if a.rescued:
+        places = ", ".join(f"{fmt.plain(r.place)} {r.values:,}" for r in a.rescued)
+        lines.append(f"rescued       {sum(r.values for r in a.rescued):,} values: {places}")
     if a.tables:
         lines.append(f"tables        {fmt.plain(a.tables)}")
     lines += [f"ATTENTION     {w}" for w in fmt.warnings(a, t)]

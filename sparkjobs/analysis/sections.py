@@ -353,6 +353,19 @@ def bad_input(a: Analysis) -> str:
     )
 
 
+def rescued(a: Analysis) -> str:
+    title = "Rescued payload values"
+    if not a.rescued:
+        return _section("rescued", title, ['<p class="empty">none</p>'])
+    rows = [[r.place, fmt.count(r.values)] for r in a.rescued]
+    note = (
+        "<p>Values that fit no typed column of the payload (a string where a number was): "
+        "their column is null, the value is in <code>rescued</code>, and "
+        "<code>data</code> holds the record as landed.</p>"
+    )
+    return _section("rescued", title, [note, _table(["place", "values"], rows, (1,))])
+
+
 def dead_letters(a: Analysis) -> str:
     if not a.dead_letters:
         return _section("dead-letters", "Dead letters", ['<p class="empty">none</p>'])

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StringType, StructField, StructType
 
 from consumer.archive.layout import stream_folder
 from sparkjobs.catalog import TableRef
 from sparkjobs.io import Filesystem, join
 from sparkjobs.table import table
+from sparkjobs.table.columns import RESCUED
 from sparkjobs.table.manifest import newest_by_hour
 from sparkjobs.table.publish import HourEntry
 from sparkjobs.table.schema import COMPACTED
@@ -56,9 +58,11 @@ def current_files(ref: TableRef, window: Window) -> list[str]:
 def read(spark: SparkSession, ref: TableRef, window: Window) -> DataFrame:
     """The window's compacted rows."""
     files = [spark_uri(ref, f) for f in current_files(ref, window)]
+    schema = StructType([*COMPACTED.fields, StructField(RESCUED, StringType())])
     if not files:
-        return spark.createDataFrame([], COMPACTED)
-    return spark.read.schema(COMPACTED).parquet(*files)
+        return spark.createDataFrame([], schema)
+    # By name: a file written before the typed columns reads ``rescued`` as null.
+    return spark.read.schema(schema).parquet(*files)
 
 
 def spark_uri(ref: TableRef, uri: str) -> str:

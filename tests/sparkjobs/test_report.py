@@ -24,6 +24,7 @@ from sparkjobs.analysis.findings import (
     DuplicateStat,
     HotKey,
     Lateness,
+    RescuedStat,
     SequenceGaps,
     ShardShare,
     VolumePoint,
@@ -272,7 +273,7 @@ def test_empty_analysis_says_no_data() -> None:
         assert page.count("no data") >= 4  # volume, shards, duplicates, lateness, hot keys
         assert "n/a" in page  # a duplicate rate with no input rows
         bad_input = page[page.index('<section id="bad-input">') :]
-        assert bad_input.count(">none<") == 2  # bad input and dead letters
+        assert bad_input.count(">none<") == 3  # bad input, dead letters, rescued values
         text = render_text(analysis)
         assert "no data" in text
         assert 10 <= len(text.splitlines()) <= 20
@@ -463,3 +464,15 @@ def test_reorders_are_explained_where_they_are_counted() -> None:
     assert "within a shard" in section
     assert "not data loss" in section
     assert "3 reorders (out of order within a shard, not lost)" in render_text(realistic())
+
+
+def test_rescued_values_are_listed_by_place_in_both_renderings() -> None:
+    """The typed columns' rescued values (issue 48), by place, a name escaped."""
+    analysis = realistic(rescued=[RescuedStat("/user/<age>", 3), RescuedStat("/price", 1)])
+    page = render_html(analysis)
+    section = page[page.index('<section id="rescued">') :]
+    assert "/user/&lt;age&gt;" in section
+    assert "<age>" not in section
+    assert section.index("/user/&lt;age&gt;") < section.index("/price")
+    assert "rescued       4 values: /user/<age> 3, /price 1" in render_text(analysis)
+    assert "rescued" not in render_text(realistic())
