@@ -267,6 +267,7 @@ def _compact(settings: CompactSettings) -> int:
     from sparkjobs.compaction.plan import list_window
     from sparkjobs.io import is_local
     from sparkjobs.session import jvm_plan
+    from sparkjobs.table.declared import declared_setting
 
     own = {stream: settings.for_stream(stream) for stream in settings.streams}
     jobs = [
@@ -283,6 +284,8 @@ def _compact(settings: CompactSettings) -> int:
             catalog=settings.catalog,
             table=settings.table,
             sequence_pointer=own[stream].sequence_pointer,
+            payload_schema=own[stream].payload_mode,
+            declared=declared_setting(own[stream].declared_document, own[stream].payload_schema),
         )
         for stream, window in settings.runs()
     ]

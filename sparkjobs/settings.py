@@ -9,9 +9,11 @@ payload format and sequence pointer here too (:meth:`StreamSettings.for_stream`)
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -40,7 +42,7 @@ def _uri(value: str) -> str:
     return value.rstrip("/")
 
 
-PER_STREAM = ("archive", "payload_format", "sequence_pointer")
+PER_STREAM = ("archive", "payload_format", "sequence_pointer", "payload_schema")
 """What a stream's table in LANDER_STREAMS_FILE changes for the batch commands (the
 workers' initial_position and event_id_pointer do not concern them)."""
 
@@ -241,6 +243,44 @@ class CompactSettings(JobSettings):
         "Unset: nothing is pushed. A failed push is one warning line; the exit code stays.",
     )
 
+    payload_schema: str = Field(
+        default="infer",
+        description="The payload's typed columns beside data (JSON payloads): infer (from "
+        "the records: new fields become columns, integers widen, a value that fits no "
+        "column goes to rescued), off (only data), or the path of a JSON Schema file of "
+        "the records whose fields it declares (timestamps, exact decimals, 32-bit "
+        "integers; the others inferred). Per stream in LANDER_STREAMS_FILE.",
+    )
+
+    @field_validator("payload_schema")
+    @classmethod
+    def _payload_schema(cls, value: str) -> str:
+        value = value.strip()
+        if value.lower() in ("infer", "off"):
+            return value.lower()
+        _declared(value)
+        return value
+
+    @model_validator(mode="after")
+    def _declared_needs_json(self) -> Self:
+        if self.payload_mode == "declared" and self.payload_format == "raw":
+            raise ValueError(
+                "LANDER_PAYLOAD_SCHEMA declares JSON fields; with LANDER_PAYLOAD_FORMAT=raw "
+                "payloads are base64"
+            )
+        return self
+
+    @property
+    def payload_mode(self) -> str:
+        """``infer``, ``off`` or ``declared``."""
+        return self.payload_schema if self.payload_schema in ("infer", "off") else "declared"
+
+    @property
+    def declared_document(self) -> dict[str, Any] | None:
+        """The declared JSON Schema as read (None unless one is given); the compaction
+        reads its types (:func:`sparkjobs.table.declared.read_declared`)."""
+        return None if self.payload_mode != "declared" else _declared(self.payload_schema)
+
     @field_validator("pushgateway")
     @classmethod
     def _pushgateway(cls, value: str | None) -> str | None:
@@ -260,6 +300,23 @@ class CompactSettings(JobSettings):
     def horizon_minutes(self) -> int:
         """The dedupe horizon in minutes."""
         return horizon_minutes(self.compact_dedupe_horizon)
+
+
+def _declared(path: str) -> dict[str, Any]:
+    """The JSON Schema file at ``path``, read; ValueError, one line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(
+            f"must be infer, off or a JSON Schema file; cannot read {path}: {exc.strerror or exc}"
+        ) from None
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise ValueError(f"{path} is not a JSON Schema (an object)")  # noqa: TRY004
+    return schema
 
 
 _UNITS = {"m": 1, "h": 60, "d": 24 * 60}

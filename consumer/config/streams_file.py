@@ -33,8 +33,10 @@ PER_STREAM = (
     "event_id_pointer",
     "sequence_pointer",
     "initial_position",
+    "payload_schema",
 )
-"""The settings a stream may set for itself (LANDER_ARCHIVE, ...)."""
+"""The settings a stream may set for itself (LANDER_ARCHIVE, ...; payload_schema is the
+compaction's, LANDER_PAYLOAD_SCHEMA: the workers ignore it)."""
 
 
 def read_streams_file(path: str) -> list[tuple[str, dict[str, str]]]:

@@ -74,6 +74,18 @@ def read_declared(schema: Mapping[str, Any]) -> Declared:
     return Declared(found, timestamps)
 
 
+def declared_setting(document: Mapping[str, Any] | None, setting: str) -> Declared | None:
+    """The declared schema of a stream's ``LANDER_PAYLOAD_SCHEMA`` (``setting``, the
+    file's path; ``document``, the file as read: None when the setting is not a file);
+    DeclaredSchemaError, a ConfigError (exit 2), names the file and the place."""
+    if document is None:
+        return None
+    try:
+        return read_declared(document)
+    except DeclaredSchemaError as exc:
+        raise DeclaredSchemaError(f"LANDER_PAYLOAD_SCHEMA {setting}: {exc}") from None
+
+
 def _where(path: tuple[str, ...]) -> str:
     return "/" + "/".join(path) if path else "the schema's root"
 

@@ -12,6 +12,7 @@ import pytest
 
 from consumer.config import ConfigError
 from sparkjobs.settings import AnalyseSettings, CompactSettings, load, with_scheme_of
+from sparkjobs.table.declared import Declared, declared_setting
 
 
 @pytest.fixture(autouse=True)
@@ -91,3 +92,79 @@ def test_a_bad_table_for_a_stream_of_the_run_is_refused_in_one_line(
 )
 def test_an_s3_archive_is_read_with_the_jobs_scheme(uri: str, like: str, expected: str) -> None:
     assert with_scheme_of(uri, like) == expected
+
+
+def declared_for(settings: CompactSettings) -> Declared | None:
+    """What ``lander compact`` reads of a stream's LANDER_PAYLOAD_SCHEMA."""
+    return declared_setting(settings.declared_document, settings.payload_schema)
+
+
+def test_the_payload_schema_is_inferred_off_or_declared_per_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    schema = tmp_path / "orders.schema.json"
+    schema.write_text(
+        '{"type": "object", "properties": {"ts": {"type": "string", "format": "date-time"}}}'
+    )
+    _file(
+        tmp_path,
+        f'[streams."orders"]\npayload_schema = "{schema}"\n'
+        '[streams."logs"]\npayload_schema = "off"\n',
+        monkeypatch,
+    )
+    settings = load(
+        CompactSettings, stream="orders,logs,clicks", archive="file:///a", compacted="file:///c"
+    )
+    orders = settings.for_stream("orders")
+    assert orders.payload_mode == "declared"
+    declared = declared_for(orders)
+    assert declared is not None
+    assert declared.timestamps == {("ts",): "iso"}
+    assert settings.for_stream("logs").payload_mode == "off"
+    clicks = settings.for_stream("clicks")  # the default: inferred
+    assert (clicks.payload_mode, declared_for(clicks)) == ("infer", None)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, r"LANDER_PAYLOAD_SCHEMA must be infer, off or a JSON Schema file; cannot read"),
+        ("{", r"LANDER_PAYLOAD_SCHEMA .* is not JSON"),
+        ("[]", r"LANDER_PAYLOAD_SCHEMA .* is not a JSON Schema \(an object\)"),
+    ],
+)
+def test_a_bad_payload_schema_is_refused_at_start_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, message: str
+) -> None:
+    path = tmp_path / "schema.json"
+    if text is not None:
+        path.write_text(text)
+    monkeypatch.setenv("LANDER_PAYLOAD_SCHEMA", str(path))
+    with pytest.raises(ConfigError, match=message) as refused:
+        load(CompactSettings, stream="s", archive="file:///a", compacted="file:///c")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_declared_schema_needs_json_payloads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "schema.json"
+    path.write_text('{"type": "object", "properties": {}}')
+    monkeypatch.setenv("LANDER_PAYLOAD_SCHEMA", str(path))
+    monkeypatch.setenv("LANDER_PAYLOAD_FORMAT", "raw")
+    with pytest.raises(ConfigError, match="with LANDER_PAYLOAD_FORMAT=raw payloads are base64"):
+        load(CompactSettings, stream="s", archive="file:///a", compacted="file:///c")
+
+
+def test_a_declared_schema_this_reader_does_not_take_is_refused_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "schema.json"
+    path.write_text('{"type": "object", "properties": {"a": {"oneOf": []}}}')
+    monkeypatch.setenv("LANDER_PAYLOAD_SCHEMA", str(path))
+    settings = load(CompactSettings, stream="s", archive="file:///a", compacted="file:///c")
+    with pytest.raises(ConfigError) as refused:
+        declared_for(settings)
+    assert str(refused.value) == (
+        f"LANDER_PAYLOAD_SCHEMA {path}: /a: oneOf is not supported; give one type"
+    )
