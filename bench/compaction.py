@@ -87,7 +87,7 @@ def _tiny_archive(root: Path) -> None:
     write_sample(root, STREAM, "shardId-000000000000", minute)
 
 
-def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
+def _size(work: Path, size: str, env: dict[str, str], fixed_cpu: float) -> dict[str, Any]:
     archive, window = work / "archive", DAY.isoformat()
     progress(f"compaction {size}: generating the archive")
     made = generate(archive, size, seed=1, damaged=False)
@@ -123,6 +123,11 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
             "parquet_bytes": parquet_bytes(out),
         }
     readers = compaction_session.readers(work, size, env) if size in READER_SIZES else None
+    typed = (
+        compaction_session.typed_columns(work, size, env, fixed_cpu)
+        if size in READER_SIZES
+        else None
+    )
     two_days = compaction_session.two_days(work, size, env)
     streams = compaction_session.three_streams(work, size, env) if size in STREAMS_SIZES else None
     return {
@@ -130,6 +135,7 @@ def _size(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
         "two_days": two_days,
         "streams": streams,
         "readers": readers,
+        "typed": typed,
         "archive": {
             "objects": len(made.objects),
             "lines": lines,
@@ -173,7 +179,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         fixed = _fixed(root / "fixed", env)
         chosen = os.environ.get("BENCH_COMPACTION_SIZES")
         names = chosen.split(",") if chosen else (SIZES_QUICK if quick else SIZES_FULL)
-        sizes = {size: _size(root / size, size, env) for size in names}
+        fixed_cpu = fixed["spark"]["cpu_seconds"]
+        sizes = {size: _size(root / size, size, env, fixed_cpu) for size in names}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     for found in sizes.values():
@@ -263,6 +270,18 @@ def render(result: dict[str, Any]) -> str:
                 f"  readers (a fresh run each, alternated): objects read whole "
                 f"{_runs(readers['objects_cpu_seconds'])} CPU-s against Spark's text reader "
                 f"{_runs(readers['text_cpu_seconds'])}: {readers['ratio']:.2f}x, best of each"
+            )
+        typed = found.get("typed")
+        if typed:
+            limit = compaction_session.TARGET_TYPED_RATIO
+            met = "met" if typed["ratio"] <= limit else "MISSED"
+            lines.append(
+                f"  typed payload columns (a fresh run each, alternated): per row "
+                f"{typed['typed_per_row_us']:.2f} us ({_runs(typed['typed_cpu_seconds'])} CPU-s, "
+                f"{typed['typed_passes']} passes) against "
+                f"{typed['untyped_per_row_us']:.2f} us untyped "
+                f"({_runs(typed['untyped_cpu_seconds'])}): {typed['ratio']:.2f}x, best of each "
+                f"(target <= {limit}x: {met})"
             )
         two = found.get("two_days")
         if two:

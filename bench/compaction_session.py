@@ -172,3 +172,41 @@ def readers(work: Path, size: str, env: dict[str, str]) -> dict[str, Any]:
         **{f"{reader}_cpu_seconds": [round(c, 2) for c in cpu] for reader, cpu in found.items()},
         "ratio": round(min(found["objects"]) / min(found["text"]), 2),
     }
+
+
+TARGET_TYPED_RATIO = 1.5
+"""Issue 48: the typed compaction's per-row CPU at most this times the untyped one's."""
+
+
+def typed_columns(work: Path, size: str, env: dict[str, str], fixed_cpu: float) -> dict[str, Any]:
+    """The day in a fresh run with typed payload columns (the default, inferred) and
+    without (``LANDER_PAYLOAD_SCHEMA=off``), alternated twice; per row, each run's CPU
+    less ``fixed_cpu`` (a one-object run's) over the lines, best of each.
+
+    The production-like archive has every payload shape producers send, so the typed run
+    meets fields its sample missed and types its kept rows again (``passes`` 2): the
+    whole cost of inference is counted. Both must keep the model's rows.
+    """
+    archive, window = work / "archive", DAY.isoformat()
+    want, lines = _expected(archive, STREAM, window)
+    found: dict[str, list[float]] = {"untyped": [], "typed": []}
+    passes = 0
+    for attempt in (1, 2):
+        for kind, extra in (("untyped", {"LANDER_PAYLOAD_SCHEMA": "off"}), ("typed", {})):
+            progress(f"compaction {size}: Spark, {kind} ({attempt} of 2)")
+            out = work / f"spark-{kind}-{attempt}"
+            found[kind].append(fresh_process(lander_compact(archive, out, window), env | extra)[1])
+            got = manifest_totals(out, window)
+            if got != want:
+                raise AssertionError(f"Spark ({kind}) and the model disagree: {got} != {want}")
+            payload = manifest(out, window).get("payload") or {}
+            if (kind == "typed") != bool(payload.get("columns")):
+                raise AssertionError(f"the {kind} run's payload columns: {payload}")
+            passes = max(passes, int(payload.get("passes", 0)))
+    per_row = {k: (min(cpu) - fixed_cpu) / lines * 1e6 for k, cpu in found.items()}
+    return {
+        **{f"{kind}_cpu_seconds": [round(c, 2) for c in cpu] for kind, cpu in found.items()},
+        **{f"{kind}_per_row_us": round(us, 2) for kind, us in per_row.items()},
+        "typed_passes": passes,
+        "ratio": round(per_row["typed"] / per_row["untyped"], 2),
+    }

@@ -31,6 +31,15 @@ def main(catalog_db: str, warehouse: str, identifier: str, hour: str) -> None:
     connection.execute("LOAD iceberg")
     source = f"iceberg_scan('{table.metadata_location}')"
     rows = connection.execute(f"SELECT {', '.join(COLUMNS)} FROM {source}").fetchall()
+    # The typed payload columns, without a JSON function (files written by typed runs
+    # carry no field ids: both readers map their columns by the table's name mapping).
+    typed = connection.execute(
+        f"SELECT count(payload.seq), count(*) FILTER (WHERE payload.seq IS DISTINCT FROM "
+        f"TRY_CAST(json_extract(data, '$.seq') AS BIGINT)), any_value(typeof(payload.seq)) "
+        f"FROM {source}"
+    ).fetchone()
+    by_pyiceberg = table.scan(selected_fields=("payload", "data")).to_arrow().to_pylist()
+    differ = sum(1 for r in by_pyiceberg if (r["payload"] or {}).get("seq") != _seq(r["data"]))
     in_hour = connection.execute(
         f"SELECT count(*) FROM {source} WHERE arrival_ts >= ?::TIMESTAMPTZ "
         "AND arrival_ts < ?::TIMESTAMPTZ + INTERVAL 1 HOUR",
@@ -43,9 +52,21 @@ def main(catalog_db: str, warehouse: str, identifier: str, hour: str) -> None:
                 "pyiceberg": [[r[c] for c in COLUMNS] for r in scanned],
                 "duckdb": [list(r) for r in rows],
                 "duckdb_hour_rows": in_hour[0] if in_hour else None,
+                "duckdb_typed": list(typed) if typed else None,
+                "pyiceberg_typed": [
+                    sum(1 for r in by_pyiceberg if (r["payload"] or {}).get("seq") is not None),
+                    differ,
+                ],
             }
         )
     )
+
+
+def _seq(data: str | None) -> int | None:
+    """The payload's seq as JSON says it (None when the payload has none)."""
+    value = json.loads(data) if data else None
+    seq = value.get("seq") if isinstance(value, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
 
 if __name__ == "__main__":

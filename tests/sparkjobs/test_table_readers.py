@@ -85,3 +85,7 @@ def test_duckdb_and_pyiceberg_read_each_record_once(spark: SparkSession, tmp_pat
         events = [e for *_, e in rows if e is not None]
         assert len(events) == len(set(events)), f"{reader}: an event id is there twice"
     assert found["duckdb_hour_rows"] == truth.kept_per_hour[10]
+    # The payload's typed columns, read without a JSON function, equal the JSON's.
+    kept = len(truth.kept)
+    assert found["duckdb_typed"] == [kept, 0, "BIGINT"]
+    assert found["pyiceberg_typed"] == [kept, 0]
