@@ -179,8 +179,8 @@ TARGET_TYPED_RATIO = 1.5
 
 
 def typed_columns(work: Path, size: str, env: dict[str, str], fixed_cpu: float) -> dict[str, Any]:
-    """The day in a fresh run with typed payload columns (the default, inferred) and
-    without (``LANDER_PAYLOAD_SCHEMA=off``), alternated twice; per row, each run's CPU
+    """The day in a fresh run with typed payload columns (``LANDER_PAYLOAD_SCHEMA=infer``)
+    and without (``off``, the default), alternated twice; per row, each run's CPU
     less ``fixed_cpu`` (a one-object run's) over the lines, best of each.
 
     The production-like archive has every payload shape producers send, so the typed run
@@ -192,7 +192,10 @@ def typed_columns(work: Path, size: str, env: dict[str, str], fixed_cpu: float) 
     found: dict[str, list[float]] = {"untyped": [], "typed": []}
     passes = 0
     for attempt in (1, 2):
-        for kind, extra in (("untyped", {"LANDER_PAYLOAD_SCHEMA": "off"}), ("typed", {})):
+        for kind, extra in (
+            ("untyped", {"LANDER_PAYLOAD_SCHEMA": "off"}),
+            ("typed", {"LANDER_PAYLOAD_SCHEMA": "infer"}),
+        ):
             progress(f"compaction {size}: Spark, {kind} ({attempt} of 2)")
             out = work / f"spark-{kind}-{attempt}"
             found[kind].append(fresh_process(lander_compact(archive, out, window), env | extra)[1])

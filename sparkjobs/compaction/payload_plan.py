@@ -27,7 +27,18 @@ from dataclasses import dataclass, field
 
 from sparkjobs.table.declared import Declared
 from sparkjobs.table.evolve import ELEMENT, AddColumn, Evolution, Path, Widen, evolve
-from sparkjobs.table.payload import Field, ListOf, Struct, Type
+from sparkjobs.table.payload import (
+    BIG_INTEGER,
+    DOUBLE,
+    LONG,
+    NULL,
+    VARIANT,
+    Field,
+    ListOf,
+    Struct,
+    Type,
+    merge,
+)
 from sparkjobs.table.variant_schema import read_variant_schema
 
 PASSES = 2
@@ -74,19 +85,84 @@ def _never(path: Path) -> bool:
 
 
 def first_schema(
-    table: Struct | None, declared: Declared | None, sample: str | None
+    table: Struct | None,
+    declared: Declared | None,
+    sample: str | None,
+    kinds: Mapping[Path, Mapping[str, int]] | None = None,
 ) -> PayloadPlan:
     """The schema a run starts with: the table's, the declared fields, the sample's new
-    fields (a column is widened only by the run itself, :func:`next_schema`)."""
+    fields (a column is widened only by the run itself, :func:`next_schema`); a field the
+    sample shows with two kinds takes its commoner kind (``kinds``: how many sampled
+    values had each, by :func:`mixed_places`), the others are rescued."""
     schema = table or Struct(())
     if declared is not None:
         schema = evolve(schema, declared.type, widen=_never).schema
     seen = read_variant_schema(sample) if sample else None
     if isinstance(seen, Struct):
+        seen = resolve_mixed(seen, kinds or {})
         schema = evolve(schema, seen, widen=_never).schema
     found = addressable_only(schema)
     assert isinstance(found, Struct)
     return PayloadPlan(found, declared.timestamps if declared is not None else {})
+
+
+def mixed_places(seen: Type, path: Path = ()) -> list[Path]:
+    """The places (through structs, not into lists) whose values had two kinds."""
+    if seen == VARIANT:
+        return [path] if path else []
+    if isinstance(seen, Struct):
+        return [p for f in seen.fields for p in mixed_places(f.type, (*path, f.name))]
+    return []
+
+
+_CATEGORIES = {LONG: "number", DOUBLE: "number", BIG_INTEGER: "number"}
+
+
+def _category(kind: Type) -> str | None:
+    if kind in (NULL, VARIANT):
+        return None
+    if isinstance(kind, Struct):
+        return "object"
+    if isinstance(kind, ListOf):
+        return "array"
+    return _CATEGORIES.get(kind, str(kind))
+
+
+def dominant(kinds: Mapping[str, int]) -> Type:
+    """The type of the commonest kind among values of two or more (``kinds``: how many
+    had each ``schema_of_variant`` text): numbers of any width count as one kind, as do
+    objects and arrays; ties go to the kind whose name sorts first. The chosen kind's
+    values join (:func:`sparkjobs.table.payload.merge`); the others will be rescued."""
+    totals: dict[str, int] = {}
+    types: dict[str, Type] = {}
+    for text, count in sorted(kinds.items()):
+        kind = read_variant_schema(text)
+        category = _category(kind)
+        if category is None:
+            continue
+        totals[category] = totals.get(category, 0) + count
+        types[category] = merge(types.get(category, NULL), kind)
+    if not totals:
+        return VARIANT
+    best = min(totals, key=lambda c: (-totals[c], c))
+    return types[best]
+
+
+def resolve_mixed(seen: Struct, kinds: Mapping[Path, Mapping[str, int]]) -> Struct:
+    """``seen`` with each mixed place that ``kinds`` counted given :func:`dominant`'s type."""
+
+    def walk(kind: Type, path: Path) -> Type:
+        if kind == VARIANT and path in kinds:
+            return dominant(kinds[path])
+        if isinstance(kind, Struct):
+            return Struct(
+                tuple(Field(f.name, walk(f.type, (*path, f.name)), f.required) for f in kind.fields)
+            )
+        return kind
+
+    found = walk(seen, ())
+    assert isinstance(found, Struct)
+    return found
 
 
 def list_pointer(path: Path) -> Path:

@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from sparkjobs.compaction.lines import parse
-from sparkjobs.compaction.payload_plan import addressable
+from sparkjobs.compaction.payload_plan import addressable, mixed_places
 from sparkjobs.table.payload import (
     BOOLEAN,
     DOUBLE,
@@ -54,6 +54,7 @@ from sparkjobs.table.payload import (
     Type,
 )
 from sparkjobs.table.payload_columns import to_spark
+from sparkjobs.table.variant_schema import read_variant_schema
 
 log = structlog.get_logger("sparkjobs.compact")
 
@@ -79,24 +80,153 @@ class Typed:
     """Per place: whether this row's value there was rescued."""
 
 
-def typed_payload(data: Column, schema: Struct, timestamps: Timestamps | None = None) -> Typed:
-    """The typed columns of ``data`` (a payload's JSON text; null for none) by ``schema``."""
-    variant = sf.try_parse_json(data)
-    is_object = _is_object(variant)
+_V, _ROOT = "_typed_v", "_typed_root"
+
+
+def typed_frame(
+    rows: DataFrame, data: Column, schema: Struct, timestamps: Timestamps | None = None
+) -> tuple[DataFrame, Typed]:
+    """``rows`` with the helper columns the typed columns of ``data`` (a payload's JSON
+    text; null for none) are made from, and those columns, by ``schema``.
+
+    Step by step, each a projection of its own, so that what several expressions use is
+    computed once per row (Spark's common subexpressions did not reach into the
+    branches: parsing once per field cost ~12 us a field): the payload parsed; the value
+    at each place; its kind (``schema_of_variant``), an array's items, whether an object
+    is one; whether each value fits. The typed columns then only pick.
+    """
+    if not schema.fields:  # Parquet has no empty group: such a struct is no column
+        raise ValueError("no column for an empty payload schema")
     builder = _Builder(timestamps or {})
-    value = builder.struct(variant, schema, ())
+    places = _places(schema, ())
+    rows = rows.select("*", sf.try_parse_json(data).alias(_V))
+    subs = {path: f"_typed_s{i}" for i, (path, _) in enumerate(places)}
+    rows = rows.select(
+        "*",
+        _is_object(sf.col(_V)).alias(_ROOT),
+        *(_at(sf.col(_V), path).alias(subs[path]) for path, _ in places),
+    )
+    shapes = {path: f"_typed_k{i}" for i, (path, _) in enumerate(places)}
+    rows = rows.select(
+        "*",
+        *(
+            builder.shape_of(sf.col(subs[path]), kind, path).alias(shapes[path])
+            for path, kind in places
+        ),
+    )
+    values: dict[Path, Column] = {}
+    fits: dict[Path, str] = {}
+    checks = []
+    for i, (path, kind) in enumerate(places):
+        if isinstance(kind, Struct):
+            continue
+        sub, shape = sf.col(subs[path]), sf.col(shapes[path])
+        values[path], ok = builder.leaf(sub, kind, path, shape)
+        fits[path] = f"_typed_f{i}"
+        checks.append(sf.coalesce(ok, sf.lit(False)).alias(fits[path]))
+    rows = rows.select("*", *checks)
+
+    def build(struct: Struct, path: Path) -> Column:
+        fields = []
+        for column in struct.fields:
+            at = (*path, column.name)
+            sub = sf.col(subs[at])
+            if isinstance(column.type, Struct):
+                obj = sf.col(shapes[at])  # an object's "shape" is whether it is one
+                builder.rescued.append((at, _present(sub) & ~obj, sub))
+                fields.append(sf.when(obj, build(column.type, at)).alias(column.name))
+            else:
+                ok = sf.col(fits[at])
+                builder.rescued.append((at, _present(sub) & ~ok, sub))
+                fields.append(sf.when(ok, values[at]).alias(column.name))
+        return sf.struct(*fields)
+
+    value = build(schema, ())
     parts = [
         sf.when(bad, sf.concat(sf.lit(json.dumps(pointer_of(path)) + ":"), sf.to_json(sub)))
         for path, bad, sub in builder.rescued
     ]
-    joined = sf.concat(sf.lit("{"), sf.concat_ws(",", *parts), sf.lit("}")) if parts else None
-    rescued = sf.nullif(joined, sf.lit("{}")) if joined is not None else sf.lit(None)
-    return Typed(
-        payload=sf.when(is_object, value).cast(to_spark(schema)),
-        rescued=rescued.cast("string"),
-        shape=sf.when(is_object, variant),
+    joined = sf.concat(sf.lit("{"), sf.concat_ws(",", *parts), sf.lit("}"))
+    root = sf.col(_ROOT)
+    return rows, Typed(
+        payload=sf.when(root, value).cast(to_spark(schema)),
+        rescued=sf.nullif(joined, sf.lit("{}")).cast("string"),
+        shape=sf.when(root, sf.col(_V)),
         flags={path: bad for path, bad, _ in builder.rescued},
     )
+
+
+def _places(schema: Struct, path: Path) -> list[tuple[Path, Type]]:
+    """Every field of ``schema`` through its structs (a struct, then its fields), in order."""
+    found: list[tuple[Path, Type]] = []
+    for column in schema.fields:
+        at = (*path, column.name)
+        found.append((at, column.type))
+        if isinstance(column.type, Struct):
+            if not column.type.fields:
+                raise ValueError(f"no column for the empty struct at {pointer_of(at)}")
+            found.extend(_places(column.type, at))
+    return found
+
+
+def _at(variant: Column, path: Path) -> Column:
+    """The value at ``path`` (null where a name cannot be addressed)."""
+    if not all(addressable(name) for name in path):
+        return sf.lit(None).cast("variant")
+    segments = "".join(_segment(name)[1:] for name in path)
+    return sf.variant_get(variant, "$" + segments, "variant")
+
+
+_FLAT: dict[Primitive, tuple[str, tuple[str, ...]]] = {
+    BOOLEAN: ("boolean", ("ARRAY<BOOLEAN>",)),
+    STRING: ("string", ("ARRAY<STRING>",)),
+    INT: ("int", ("ARRAY<BIGINT>",)),
+    LONG: ("bigint", ("ARRAY<BIGINT>",)),
+}
+
+
+def _flat(kind: ListOf) -> str | None:
+    """The Spark element type of a list checked whole by its kind, without a function
+    per element (Spark evaluates those interpreted: ~10 us a list): a list of booleans,
+    strings, integers, doubles or decimals."""
+    element = kind.element
+    if isinstance(element, Decimal):
+        return f"decimal({element.precision},{element.scale})"
+    if element == DOUBLE:
+        return "double"
+    return _FLAT[element][0] if isinstance(element, Primitive) and element in _FLAT else None
+
+
+def _flat_list(sub: Column, shape: Column, kind: ListOf, spark_type: str) -> tuple[Column, Column]:
+    """A list of scalars whose kind (``ARRAY<…>``, the elements' join) says whether all
+    fit: ``ARRAY<VOID>`` (only nulls) or the element's own kind; a decimal's scale at most
+    the column's; a double's integers within 2^53; the cast (null if any overflows)."""
+    value = sf.try_variant_get(sub, "$", f"array<{spark_type}>")
+    element = kind.element
+    fits = shape == "ARRAY<VOID>"
+    if isinstance(element, Decimal):
+        scale = sf.regexp_extract(shape, r",(\d+)\)>$", 1).try_cast("int")
+        number = (shape == "ARRAY<BIGINT>") | (
+            shape.startswith("ARRAY<DECIMAL(") & (scale <= element.scale)
+        )
+        fits = fits | number
+    elif element == DOUBLE:
+        whole = sf.try_variant_get(sub, "$", "array<decimal(38,0)>")
+        exact = sf.lit(EXACT_DOUBLE_INT)
+        integral = (shape == "ARRAY<BIGINT>") | (
+            shape.startswith("ARRAY<DECIMAL(") & shape.endswith(",0)>")
+        )
+        small = (sf.array_max(whole) <= exact) & (sf.array_min(whole) >= -exact)
+        number = integral | shape.startswith("ARRAY<DECIMAL(") | (shape == "ARRAY<DOUBLE>")
+        infinity = sf.lit(float("inf"))  # NaN sorts above it: array_max is then NaN
+        finite = sf.coalesce(
+            (sf.array_max(value) < infinity) & (sf.array_min(value) > -infinity), sf.lit(True)
+        )
+        fits = fits | (number & (~integral | sf.coalesce(small, sf.lit(False))) & finite)
+    else:
+        assert isinstance(element, Primitive)
+        fits = fits | shape.isin(*_FLAT[element][1])
+    return value, value.isNotNull() & fits
 
 
 def pointer_of(path: Path) -> str:
@@ -128,37 +258,41 @@ class _Builder:
         self.timestamps = timestamps
         self.rescued: list[tuple[Path, Column, Column]] = []
 
-    def struct(self, variant: Column, schema: Struct, path: Path) -> Column:
-        """The struct's value, its fields taken one by one (each rescued on its own)."""
-        if not schema.fields:  # Parquet has no empty group: such a struct is no column
-            raise ValueError(f"no column for the empty struct at {pointer_of(path) or '/'}")
-        fields = []
-        for column in schema.fields:
-            at = (*path, column.name)
-            sub = _get(variant, column.name) if addressable(column.name) else sf.lit(None)
-            if isinstance(column.type, Struct):
-                inner = self.struct(sub, column.type, at)
-                obj = _is_object(sub)
-                self.rescued.append((at, _present(sub) & ~obj, sub))
-                fields.append(sf.when(obj, inner).alias(column.name))
-                continue
-            value, fits = self.leaf(sub, column.type, at)
-            self.rescued.append((at, _present(sub) & ~fits, sub))
-            fields.append(sf.when(fits, value).alias(column.name))
-        return sf.struct(*fields)
+    def shape_of(self, sub: Column, kind: Type, path: Path) -> Column:
+        """What the check of a value reads: a struct's whether it is an object, a list of
+        scalars' kind, another list's elements each checked (:meth:`pairs`), a scalar's
+        kind."""
+        if isinstance(kind, Struct):
+            return _is_object(sub)
+        if isinstance(kind, ListOf) and _flat(kind) is None:
+            return self.pairs(sub, kind, path)
+        return sf.schema_of_variant(sub)
 
-    def leaf(self, sub: Column, kind: Type, path: Path) -> tuple[Column, Column]:
-        """A value taken whole (a list all or nothing), and whether it fits ``kind``."""
+    def pairs(self, sub: Column, kind: ListOf, path: Path) -> Column:
+        """Each element's value (``v``) and whether it fits (``ok``: a null fits), in one
+        pass over the array: Spark evaluates a function per element interpreted."""
+        items = sf.try_variant_get(sub, "$", "array<variant>")
+
+        def one(x: Column) -> Column:
+            value, ok = self.leaf(x, kind.element, (*path, ELEMENT))
+            return sf.struct(sf.when(ok, value).alias("v"), (~_present(x) | ok).alias("ok"))
+
+        return sf.transform(items, one)
+
+    def leaf(
+        self, sub: Column, kind: Type, path: Path, shape: Column | None = None
+    ) -> tuple[Column, Column]:
+        """A value taken whole (a list all or nothing), and whether it fits ``kind``
+        (``shape``: the scalar's kind, when it is a column already)."""
         if isinstance(kind, ListOf):
-            items = sf.try_variant_get(sub, "$", "array<variant>")
-
-            def element(x: Column) -> tuple[Column, Column]:
-                return self.leaf(x, kind.element, (*path, ELEMENT))
-
-            every = sf.forall(items, lambda x: ~_present(x) | element(x)[1])
-            fits = sf.coalesce(items.isNotNull() & every, sf.lit(False))
-            values = sf.transform(items, lambda x: sf.when(element(x)[1], element(x)[0]))
-            return values, fits
+            flat = _flat(kind)
+            if flat is not None:
+                return _flat_list(
+                    sub, sf.schema_of_variant(sub) if shape is None else shape, kind, flat
+                )
+            pairs = self.pairs(sub, kind, path) if shape is None else shape
+            every = ~sf.array_contains(pairs.getField("ok"), False)
+            return pairs.getField("v"), sf.coalesce(pairs.isNotNull() & every, sf.lit(False))
         if isinstance(kind, Struct):
             obj = _is_object(sub)
             parts = [
@@ -171,13 +305,15 @@ class _Builder:
             for f, (_, ok) in parts:
                 fits = fits & (~_present(_get(sub, f.name)) | ok)
             return value, sf.coalesce(fits, sf.lit(False))
-        value, fits = _primitive(sub, kind, self.timestamps.get(path))
+        value, fits = _primitive(sub, kind, self.timestamps.get(path), shape)
         return value, sf.coalesce(fits, sf.lit(False))  # never unknown: null would lose it
 
 
-def _primitive(sub: Column, kind: Type, notation: str | int | None) -> tuple[Column, Column]:
+def _primitive(
+    sub: Column, kind: Type, notation: str | int | None, shape: Column | None = None
+) -> tuple[Column, Column]:
     """A scalar's value and whether it fits (:func:`sparkjobs.table.payload.fits`)."""
-    shape = sf.schema_of_variant(sub)
+    shape = sf.schema_of_variant(sub) if shape is None else shape
     if isinstance(kind, Decimal):
         return _decimal(sub, shape, kind)
     rules: dict[Primitive, Callable[[Column, Column], tuple[Column, Column]]] = {
@@ -246,22 +382,50 @@ def _timestamp(sub: Column, shape: Column, notation: str | int) -> tuple[Column,
     return value, is_number & micros.isNotNull()
 
 
-def sample_shape(spark: SparkSession, uris: list[str], payload_format: str) -> str | None:
-    """The shape of the object payloads in ``uris`` (landed objects), or None when they
-    have none or cannot be read (the run's own pass then finds the shape)."""
+Sample = tuple[str | None, dict[Path, dict[str, int]]]
+"""A sample's shape (``schema_of_variant_agg``'s text, None when no payload was an
+object) and, at each place whose values had two kinds, how many had each."""
+
+
+def sample_shape(spark: SparkSession, uris: list[str], payload_format: str) -> Sample:
+    """The shape of the object payloads in ``uris`` (landed objects), and the kinds at
+    its mixed places (:func:`sparkjobs.compaction.payload_plan.mixed_places`); nothing
+    when they cannot be read (the run's own pass then finds the shape)."""
     if not uris or payload_format != "json":
-        return None
+        return None, {}
     try:
         lines = parse(spark.read.text(uris).select("value"), payload_format)
         variant = sf.try_parse_json(sf.col("data"))
-        is_object = sf.try_variant_get(variant, "$", "struct<>").isNotNull()
-        row = (
-            lines.filter(sf.col("data_problem").isNull())
-            .agg(sf.schema_of_variant_agg(sf.when(is_object, variant)).alias("shape"))
-            .first()
+        objects = lines.filter(sf.col("data_problem").isNull()).select(
+            sf.when(_is_object(variant), variant).alias("v")
         )
+        row = objects.agg(sf.schema_of_variant_agg("v").alias("shape")).first()
+        shape = None if row is None else row["shape"]
+        if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
+            return None, {}
+        places = mixed_places(read_variant_schema(shape))
+        return shape, _kinds(objects, places) if places else {}
     except Exception as exc:  # a damaged object: the run's pass finds the shape instead
         log.warning("payload sample unread; the pass finds the shape", error=str(exc)[:300])
-        return None
-    shape = None if row is None else row["shape"]
-    return shape if isinstance(shape, str) and shape.startswith("OBJECT<") else None
+        return None, {}
+
+
+def _kinds(objects: DataFrame, places: list[Path]) -> dict[Path, dict[str, int]]:
+    """How many of the sampled values at each place had each kind."""
+    picked = []
+    for i, path in enumerate(places):
+        sub = sf.col("v")
+        for name in path:
+            sub = _get(sub, name) if addressable(name) else sf.lit(None)
+        picked.append(sf.struct(sf.lit(i).alias("i"), sf.schema_of_variant(sub).alias("k")))
+    rows = (
+        objects.select(sf.explode(sf.array(*picked)).alias("x"))
+        .filter(sf.col("x.k").isNotNull() & (sf.col("x.k") != "VOID"))
+        .groupBy("x.i", "x.k")
+        .count()
+        .collect()
+    )
+    found: dict[Path, dict[str, int]] = {}
+    for row in rows:
+        found.setdefault(places[int(row["i"])], {})[str(row["k"])] = int(row["count"])
+    return found

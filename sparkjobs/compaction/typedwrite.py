@@ -31,7 +31,7 @@ from sparkjobs.compaction.payload_plan import (
     sample_keys,
     untyped,
 )
-from sparkjobs.compaction.typed import pointer_of, sample_shape, typed_payload
+from sparkjobs.compaction.typed import pointer_of, sample_shape, typed_frame
 from sparkjobs.io import Filesystem, Listed, join
 from sparkjobs.table import table
 from sparkjobs.table.columns import PAYLOAD, RESCUED
@@ -64,12 +64,14 @@ class Typing:
                 sf.lit(0).alias("rows"),
             )
             return rows, []
-        typed = typed_payload(
-            sf.when(sf.col("kept"), sf.col("data")), self.plan.schema, self.plan.timestamps
-        )
+        data = sf.when(sf.col("kept"), sf.col("data"))
+        own = rows.columns
+        rows, typed = typed_frame(rows, data, self.plan.schema, self.plan.timestamps)
         self.places = list(typed.flags)
+        # Only what is written and counted goes on: the observation is a step of its own,
+        # and every column still there would be copied into each row it sees.
         rows = rows.select(
-            "*",
+            *own,
             typed.payload.alias(PAYLOAD),
             typed.rescued.alias(RESCUED),
             typed.shape.alias("_shape"),
@@ -102,11 +104,11 @@ def first_payload(
     """The payload schema a run starts with: the table's, the declared, a sample's of
     the objects the run reads (``sizes``: their sizes by key)."""
     found = table.open_table(ref, create=False)
-    sample = sample_shape(
+    shape, kinds = sample_shape(
         spark, [join(job.source, rel) for rel in sample_keys(sizes)], job.payload_format
     )
     current = table.payload_schema(found) if found is not None else None
-    return first_schema(current, job.declared, sample)
+    return first_schema(current, job.declared, shape, kinds)
 
 
 def record(typing: Typing, manifest: RunManifest, passes: int) -> Evolution | None:
@@ -155,13 +157,17 @@ def retype(
         return typing
     uris = [item.uri for item in kept]
     keys = task_keys(len(uris))
-    by_file = sf.create_map(*[sf.lit(x) for i, uri in enumerate(uris) for x in (uri, keys[i])])
+    # Each file by its dt=/hour=/name (Spark and the filesystem spell the scheme apart).
+    tails = [uri.rsplit("/", 3)[-3:] for uri in uris]
+    by_file = sf.create_map(
+        *[sf.lit(x) for i, tail in enumerate(tails) for x in ("/".join(tail), keys[i])]
+    )
     path = sf.col("_metadata.file_path")
     rows = spark.read.parquet(*uris).select(
         *(f.name for f in COMPACTED.fields),
         sf.regexp_extract(path, r"/dt=([^/]+)/", 1).alias("dt"),
         sf.regexp_extract(path, r"/hour=([^/]+)/", 1).alias("hour"),
-        by_file[path].alias("task_key"),
+        by_file[sf.substring_index(path, "/", -3)].alias("task_key"),
         sf.lit(True).alias("kept"),
     )
     rows = rows.repartition(len(uris), "task_key").sortWithinPartitions(

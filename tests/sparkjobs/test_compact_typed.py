@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from sparkjobs.analysis.analyse import AnalyseJob, analyse
@@ -45,8 +46,7 @@ from sparkjobs.window import Window
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# ~45 s of Spark: the deep tier. Every fast-tier compaction writes typed columns too
-# (inferred is the default), and the decisions are tested pure (test_payload_plan.py).
+# ~50 s of Spark: the deep tier; the decisions are tested pure (test_payload_plan.py).
 pytestmark = [pytest.mark.spark, pytest.mark.deep]
 
 STREAM = "orders"
@@ -65,11 +65,15 @@ def _record(hour: int, i: int) -> dict[str, Any]:
     }
     if hour >= 1:
         doc["coupon"] = f"C{i}" if i % 2 else None  # a field added mid-day, nulls
+        doc["items"] = [{"sku": "s1", "qty": i}, {"sku": "s2", "qty": None}]
     if hour >= 2:
         doc["big"] = 2**70 + i  # past 64 bits
-        doc["items"] = [{"sku": "s1", "qty": i}, {"sku": "s2", "qty": None}]
         if i % 4 == 0:
             doc["user"]["age"] = "thirty"  # a string where a number was
+        if hour == 2 and i == 5:
+            doc["items"] = [{"sku": 7, "qty": 1}]  # an element that does not fit
+        if hour == 2 and i == 7:
+            doc["tags"] = ["a", 3]  # a number among strings
     if hour >= 3:
         doc["price"] = "19.99" if i % 2 else 19.5  # an exact decimal, declared
         doc["sent_ms"] = 1763683200000 + i  # epoch milliseconds, declared
@@ -110,6 +114,7 @@ def _write_hour(archive: Path, hour: int, count: int = 12) -> None:
 
 def _job(archive: Path, output: Path, hour: int, **options: Any) -> CompactJob:
     window = Window.parse(f"2026-11-21T{hour:02d}")
+    options = {"payload_schema": "infer", **options}
     return CompactJob(f"file://{archive}", STREAM, window, f"file://{output}", **options)
 
 
@@ -207,7 +212,12 @@ def _check_values(
                 assert typed == _column_value(raw, kind, notation), (pointer, row["data"], typed)
                 assert pointer not in found
             else:
-                assert typed is None, (pointer, row["data"], typed)
+                # pyiceberg 0.12 reads a null list of structs as [] (the file holds null:
+                # apache/iceberg-python#3833; checked in the file itself below).
+                quirk = (
+                    typed == [] and isinstance(kind, ListOf) and isinstance(kind.element, Struct)
+                )
+                assert typed is None or quirk, (pointer, row["data"], typed)
                 assert found[pointer] == raw, (pointer, row["data"], found)
                 rescued[pointer] = rescued.get(pointer, 0) + 1
         assert set(found) <= {"/" + "/".join(path) for path, _ in leaves}, found
@@ -227,7 +237,7 @@ def test_drifting_producers_typed_columns_rescued_values_schema_history(
         table = open_table(table_ref(f"file://{output}", STREAM), create=False)
         assert table is not None
         versions.append(len(table.metadata.schemas))
-    # Created, typed by hour 00, coupon added by 01, big and items by 02: one version each.
+    # Created, typed by hour 00, coupon and items added by 01, big by 02: one version each.
     assert versions == [2, 3, 4]
     assert table is not None
     schema = payload_schema(table)
@@ -238,19 +248,35 @@ def test_drifting_producers_typed_columns_rescued_values_schema_history(
     rows = _rows(output)
     assert len(rows) == 36
     rescued = _check_values(rows, schema, {})
-    assert rescued == {"/user/age": 3}  # i = 0, 4, 8 of hour 02
-    assert manifests[2].payload["rescued"] == {"/user/age": 3}
-    assert manifests[2].payload["rescued_rows"] == 3
+    # Hour 02: ages as text (i = 0, 4, 8), a list with an element that does not fit (5),
+    # a list of strings with a number (7): each list rescued whole.
+    assert rescued == {"/user/age": 3, "/items": 1, "/tags": 1}
+    assert manifests[2].payload["rescued"] == rescued
+    assert manifests[2].payload["rescued_rows"] == 5
+    (written,) = output.glob("stream=orders/data/*/dt=2026-11-21/hour=02/*.parquet")
+    in_file = pq.read_table(written).to_pylist()
+    assert [r["payload"]["items"] for r in in_file if '"sku":7' in r["data"]] == [None]
     assert [m.payload["schema_changed"] for m in manifests] == [True, True, True]
     assert manifests[0].payload["passes"] == 1
     # The analysis counts the rescued values of its window per place, from the table.
     day = Window.parse("2026-11-21")
     job = AnalyseJob(f"file://{output}", STREAM, day, f"file://{tmp_path / 'reports'}")
     analysis = analyse(spark, job)
-    assert analysis.rescued == [RescuedStat("/user/age", 3)]
-    assert "rescued       3 values: /user/age 3" in render_text(analysis)
+    assert analysis.rescued == [
+        RescuedStat("/user/age", 3),
+        RescuedStat("/items", 1),
+        RescuedStat("/tags", 1),
+    ]
+    assert "rescued       5 values: /user/age 3, /items 1, /tags 1" in render_text(analysis)
     page = (tmp_path / "reports" / f"stream={STREAM}" / "2026-11-21" / "report.html").read_text()
     assert "Rescued payload values" in page
+    # Hour 02 alone into a new table: its sample shows the ages as numbers and text;
+    # the commoner kind (9 numbers) makes the column, the 3 texts are rescued. Inside
+    # lists no kind is chosen: the tags and the items' sku get no column.
+    alone = compact(spark, _job(archive, tmp_path / "alone", 2))
+    assert alone.payload["rescued"] == {"/user/age": 3}
+    assert "/user/age" in alone.payload["columns"]
+    assert alone.payload["untyped"] == ["/items/element/sku", "/tags/element"]
     # A re-run of an hour (a late object) changes no schema.
     _write_hour(archive, 2, count=14)
     again = compact(spark, _job(archive, output, 2))
@@ -279,10 +305,24 @@ def test_declared_schema_timestamps_decimals_and_a_missed_field(
     # A sample of no object: the first pass knows only the declared fields; the rest
     # are found as it writes, and a second pass writes them.
     monkeypatch.setattr("sparkjobs.compaction.typedwrite.sample_keys", lambda sizes: [])
+    # A small target: the hour is three files, and typing again keeps each one a file.
+    size = sum(p.stat().st_size for p in archive.rglob("*.jsonl.gz"))
+    target = size // 3 + 1
     manifest = compact(
-        spark, _job(archive, output, 3, payload_schema="declared", declared=declared)
+        spark,
+        _job(
+            archive,
+            output,
+            3,
+            payload_schema="declared",
+            declared=declared,
+            target_file_bytes=target,
+        ),
     )
     assert manifest.payload["passes"] == 2
+    assert [h.output_files for h in manifest.hours] == [3]
+    data_files = list(output.glob("stream=orders/data/*/dt=*/hour=*/*.parquet"))
+    assert len(data_files) == 3
     table = open_table(table_ref(f"file://{output}", STREAM), create=False)
     assert table is not None
     schema = payload_schema(table)

@@ -12,9 +12,12 @@ from sparkjobs.compaction.payload_plan import (
     SAMPLE_OBJECTS,
     PayloadPlan,
     addressable_only,
+    dominant,
     first_schema,
     list_pointer,
+    mixed_places,
     next_schema,
+    resolve_mixed,
     sample_keys,
     untyped,
 )
@@ -154,3 +157,31 @@ def test_the_sample_is_bounded_deterministic_and_never_empty(sizes: dict[str, in
     assert bool(chosen) == bool(sizes)
     assert len(chosen) <= SAMPLE_OBJECTS
     assert len(chosen) == 1 or sum(sizes[k] for k in chosen) <= SAMPLE_BYTES
+
+
+def test_a_mixed_field_takes_its_commoner_kind() -> None:
+    """A field a window's sample shows with two kinds gets the commoner kind's column
+    (numbers of any width are one kind); the other values will be rescued."""
+    assert dominant({"BIGINT": 9, "STRING": 3}) == LONG
+    assert dominant({"BIGINT": 2, "DECIMAL(3,1)": 2, "STRING": 3}) == DOUBLE  # 4 numbers
+    assert dominant({"STRING": 2, "BOOLEAN": 2}) == BOOLEAN  # a tie: the name first
+    assert dominant({"OBJECT<a: BIGINT>": 2, "OBJECT<b: STRING>": 1, "BIGINT": 1}) == _fields(
+        a=LONG, b=STRING
+    )
+    assert dominant({"VOID": 5}) == VARIANT
+    seen = read_variant_schema("OBJECT<age: VARIANT, u: OBJECT<x: VARIANT>, l: ARRAY<VARIANT>>")
+    assert isinstance(seen, Struct)
+    assert mixed_places(seen) == [("age",), ("u", "x")]  # not into lists
+    kinds: dict[tuple[str, ...], dict[str, int]] = {("age",): {"BIGINT": 9, "STRING": 3}}
+    # x stays untyped, and u with it (no empty struct); the list's element too.
+    assert first_schema(None, None, write_variant_schema(seen), kinds).schema == _fields(age=LONG)
+    resolved = resolve_mixed(seen, kinds)
+    assert resolved.field("age") == Field("age", LONG, False)
+    assert resolved.field("u") == seen.field("u")  # not counted: stays mixed
+
+
+@given(
+    st.dictionaries(st.sampled_from(["BIGINT", "STRING", "BOOLEAN", "DOUBLE"]), st.integers(1, 9))
+)
+def test_the_commoner_kind_does_not_depend_on_order(kinds: dict[str, int]) -> None:
+    assert dominant(kinds) == dominant(dict(reversed(list(kinds.items()))))

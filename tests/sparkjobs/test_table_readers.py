@@ -70,7 +70,13 @@ def test_duckdb_and_pyiceberg_read_each_record_once(spark: SparkSession, tmp_pat
         records_per_minute=10, records_per_file=13, transport_duplicate_share=0.15,
         producer_duplicate_share=0.05, seed=21,
     )  # fmt: skip
-    job = CompactJob(archive.as_uri(), STREAM, Window.parse("2026-11-21"), output.as_uri())
+    job = CompactJob(
+        archive.as_uri(),
+        STREAM,
+        Window.parse("2026-11-21"),
+        output.as_uri(),
+        payload_schema="infer",  # the typed columns, read by both readers too
+    )
     compact(spark, job)
     archives.add_late_file(truth, archive, 10, records=25)
     second = compact(spark, job)
