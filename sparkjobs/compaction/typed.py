@@ -37,6 +37,7 @@ from pyspark.sql import functions as sf
 
 from sparkjobs.compaction.lines import parse
 from sparkjobs.compaction.payload_plan import addressable, mixed_places
+from sparkjobs.table.evolve import ELEMENT, Path
 from sparkjobs.table.payload import (
     BOOLEAN,
     DOUBLE,
@@ -58,11 +59,9 @@ from sparkjobs.table.variant_schema import read_variant_schema
 
 log = structlog.get_logger("sparkjobs.compact")
 
-Path = tuple[str, ...]
 Timestamps = Mapping[Path, str | int]
 """How each declared timestamp is written (``iso`` or units per second), by path
 (``element`` for a list's items), as :class:`sparkjobs.table.declared.Declared` says."""
-ELEMENT = "element"
 
 
 @dataclass
@@ -414,9 +413,7 @@ def _kinds(objects: DataFrame, places: list[Path]) -> dict[Path, dict[str, int]]
     """How many of the sampled values at each place had each kind."""
     picked = []
     for i, path in enumerate(places):
-        sub = sf.col("v")
-        for name in path:
-            sub = _get(sub, name) if addressable(name) else sf.lit(None)
+        sub = _at(sf.col("v"), path)
         picked.append(sf.struct(sf.lit(i).alias("i"), sf.schema_of_variant(sub).alias("k")))
     rows = (
         objects.select(sf.explode(sf.array(*picked)).alias("x"))
