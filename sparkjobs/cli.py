@@ -203,8 +203,9 @@ def run(args: argparse.Namespace) -> int:
 
         return _worst(migrate_all(settings))
     from sparkjobs.compaction.objectreader import setting_problem
+    from sparkjobs.table.declared import declared_problem
 
-    if problem := setting_problem():
+    if problem := setting_problem() or declared_problem(settings):
         print(f"lander: {problem}", file=sys.stderr)
         return BAD_CONFIG
     if isinstance(settings, CompactSettings):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consumer.config import ConfigError
+from sparkjobs.settings import CompactSettings
 from sparkjobs.table.payload import (
     BOOLEAN,
     DOUBLE,
@@ -84,6 +85,20 @@ def declared_setting(document: Mapping[str, Any] | None, setting: str) -> Declar
         return read_declared(document)
     except DeclaredSchemaError as exc:
         raise DeclaredSchemaError(f"LANDER_PAYLOAD_SCHEMA {setting}: {exc}") from None
+
+
+def declared_problem(settings: object) -> str | None:
+    """The first problem of a ``lander compact``'s streams' declared schemas, as the one
+    line it prints before Spark starts (exit 2); None when all read (or another job)."""
+    if not isinstance(settings, CompactSettings):
+        return None
+    for stream in settings.streams:
+        own = settings.for_stream(stream)
+        try:
+            declared_setting(own.declared_document, own.payload_schema)
+        except DeclaredSchemaError as exc:
+            return str(exc)
+    return None
 
 
 def _where(path: tuple[str, ...]) -> str:

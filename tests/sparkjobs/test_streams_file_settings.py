@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from consumer.config import ConfigError
+from sparkjobs import cli
 from sparkjobs.settings import AnalyseSettings, CompactSettings, load, with_scheme_of
 from sparkjobs.table.declared import Declared, declared_setting
 
@@ -167,4 +168,19 @@ def test_a_declared_schema_this_reader_does_not_take_is_refused_before_spark(
         declared_for(settings)
     assert str(refused.value) == (
         f"LANDER_PAYLOAD_SCHEMA {path}: /a: oneOf is not supported; give one type"
+    )
+
+
+def test_lander_compact_refuses_a_bad_declared_schema_in_one_line_before_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "schema.json"
+    path.write_text('{"type": "object", "properties": {"a": {"oneOf": []}}}')
+    monkeypatch.setenv("LANDER_PAYLOAD_SCHEMA", str(path))
+    argv = ["compact", "--stream", "s", "--archive", (tmp_path / "a").as_uri()]
+    argv += ["--compacted", (tmp_path / "c").as_uri(), "--window", "2026-11-21"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"lander: LANDER_PAYLOAD_SCHEMA {path}: /a: oneOf is not supported; give one type\n"
     )
