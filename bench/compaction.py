@@ -278,7 +278,8 @@ def render(result: dict[str, Any]) -> str:
             lines.append(
                 f"  typed payload columns (a fresh run each, alternated): per row "
                 f"{typed['typed_per_row_us']:.2f} us ({_runs(typed['typed_cpu_seconds'])} CPU-s, "
-                f"{typed['typed_passes']} passes) against "
+                f"{typed['typed_passes']} passes, typed by {typed.get('typed_engine') or '?'}) "
+                "against "
                 f"{typed['untyped_per_row_us']:.2f} us untyped "
                 f"({_runs(typed['untyped_cpu_seconds'])}): {typed['ratio']:.2f}x, best of each "
                 f"(target <= {limit}x: {met})"

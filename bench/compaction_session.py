@@ -183,14 +183,17 @@ def typed_columns(work: Path, size: str, env: dict[str, str], fixed_cpu: float) 
     and without (``off``, the default), alternated twice; per row, each run's CPU
     less ``fixed_cpu`` (a one-object run's) over the lines, best of each.
 
-    The production-like archive has every payload shape producers send, so the typed run
-    meets fields its sample missed and types its kept rows again (``passes`` 2): the
-    whole cost of inference is counted. Both must keep the model's rows.
+    The production-like archive has every payload shape producers send. The typed run's
+    whole cost of inference is counted: its sample of the window, its schema's commit,
+    its observation of the window's shape, and a second pass when the sample missed a
+    field (the manifest's ``passes``). Both must keep the model's rows; ``typed_engine``
+    says what typed them (``jvm``: the object reader's jar, as a run with ``javac`` or
+    the Spark image has it).
     """
     archive, window = work / "archive", DAY.isoformat()
     want, lines = _expected(archive, STREAM, window)
     found: dict[str, list[float]] = {"untyped": [], "typed": []}
-    passes = 0
+    passes, engines = 0, set()
     for attempt in (1, 2):
         for kind, extra in (
             ("untyped", {"LANDER_PAYLOAD_SCHEMA": "off"}),
@@ -206,10 +209,12 @@ def typed_columns(work: Path, size: str, env: dict[str, str], fixed_cpu: float) 
             if (kind == "typed") != bool(payload.get("columns")):
                 raise AssertionError(f"the {kind} run's payload columns: {payload}")
             passes = max(passes, int(payload.get("passes", 0)))
+            engines.add(str(payload.get("engine", "")))
     per_row = {k: (min(cpu) - fixed_cpu) / lines * 1e6 for k, cpu in found.items()}
     return {
         **{f"{kind}_cpu_seconds": [round(c, 2) for c in cpu] for kind, cpu in found.items()},
         **{f"{kind}_per_row_us": round(us, 2) for kind, us in per_row.items()},
         "typed_passes": passes,
+        "typed_engine": ",".join(sorted(e for e in engines if e)),
         "ratio": round(per_row["typed"] / per_row["untyped"], 2),
     }

@@ -74,6 +74,9 @@ HEADER_TYPE = StructType(
 """The landed header fields in line order (the function returns them in that order),
 then the payload's bytes."""
 SOURCE = Path(__file__).with_name("jvm") / "LandedObjectLines.java"
+SOURCES = sorted(SOURCE.parent.glob("*.java"))
+"""Every class of the jar: the reader's, and the typed payload's
+(:mod:`sparkjobs.compaction.typedjvm`)."""
 ENV = "LANDER_SPARK_READER_JAR"
 WHOLE, TEXT = "objects", "text"
 """How a run read its objects (the manifest's ``reader``): whole, or by the text reader."""
@@ -126,8 +129,10 @@ def reader_jar(cache: Path) -> Path | None:
 
 
 def _fingerprint() -> str:
-    """The source's bytes and the PySpark it compiles against, hashed."""
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    """The sources' bytes and the PySpark they compile against, hashed."""
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
     digest.update(pyspark.__version__.encode())
     return digest.hexdigest()[:12]
 
@@ -141,7 +146,7 @@ def javac() -> str | None:
 
 
 def build(jar: Path) -> Path | None:
-    """Compile :data:`SOURCE` against PySpark's jars into ``jar`` (written whole, by one
+    """Compile :data:`SOURCES` against PySpark's jars into ``jar`` (written whole, by one
     rename); None when there is no ``javac``. A failing compiler raises."""
     compiler = javac()
     if compiler is None:
@@ -151,7 +156,7 @@ def build(jar: Path) -> Path | None:
     with tempfile.TemporaryDirectory(prefix="lander-reader-", dir=jar.parent) as work:
         classes = Path(work) / "classes"
         compile_ = [compiler, "--release", "17", "-nowarn", "-cp", f"{jars}/*"]
-        _run([*compile_, "-d", str(classes), str(SOURCE)])
+        _run([*compile_, "-d", str(classes), *map(str, SOURCES)])
         built = Path(work) / jar.name
         _run([str(Path(compiler).with_name("jar")), "cf", str(built), "-C", str(classes), "."])
         os.replace(built, jar)

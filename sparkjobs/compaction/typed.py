@@ -97,7 +97,7 @@ def typed_frame(
     if not schema.fields:  # Parquet has no empty group: such a struct is no column
         raise ValueError("no column for an empty payload schema")
     builder = _Builder(timestamps or {})
-    places = _places(schema, ())
+    places = places_of(schema)
     rows = rows.select("*", sf.try_parse_json(data).alias(_V))
     subs = {path: f"_typed_s{i}" for i, (path, _) in enumerate(places)}
     rows = rows.select(
@@ -155,8 +155,9 @@ def typed_frame(
     )
 
 
-def _places(schema: Struct, path: Path) -> list[tuple[Path, Type]]:
-    """Every field of ``schema`` through its structs (a struct, then its fields), in order."""
+def places_of(schema: Struct, path: Path = ()) -> list[tuple[Path, Type]]:
+    """Every field of ``schema`` through its structs (a struct, then its fields), in
+    order: the places a value may be rescued at (a list is taken or rescued whole)."""
     found: list[tuple[Path, Type]] = []
     for column in schema.fields:
         at = (*path, column.name)
@@ -164,7 +165,7 @@ def _places(schema: Struct, path: Path) -> list[tuple[Path, Type]]:
         if isinstance(column.type, Struct):
             if not column.type.fields:
                 raise ValueError(f"no column for the empty struct at {pointer_of(at)}")
-            found.extend(_places(column.type, at))
+            found.extend(places_of(column.type, at))
     return found
 
 
@@ -187,44 +188,26 @@ _FLAT: dict[Primitive, tuple[str, tuple[str, ...]]] = {
 def _flat(kind: ListOf) -> str | None:
     """The Spark element type of a list checked whole by its kind, without a function
     per element (Spark evaluates those interpreted: ~10 us a list): a list of booleans,
-    strings, integers, doubles or decimals."""
+    strings or integers. A list of numbers of other types goes element by element: its
+    kind is the elements' join (an integer past 2^53 among fractions is a ``DOUBLE``
+    list), and a cast to it nulls an element that overflows instead of failing."""
     element = kind.element
-    if isinstance(element, Decimal):
-        return f"decimal({element.precision},{element.scale})"
-    if element == DOUBLE:
-        return "double"
     return _FLAT[element][0] if isinstance(element, Primitive) and element in _FLAT else None
 
 
 def _flat_list(sub: Column, shape: Column, kind: ListOf, spark_type: str) -> tuple[Column, Column]:
     """A list of scalars whose kind (``ARRAY<…>``, the elements' join) says whether all
-    fit: ``ARRAY<VOID>`` (only nulls) or the element's own kind; a decimal's scale at most
-    the column's; a double's integers within 2^53; the cast (null if any overflows)."""
+    fit: ``ARRAY<VOID>`` (only nulls) or the element's own kind; an ``int``'s elements
+    within 32 bits (the cast nulls one past them)."""
     value = sf.try_variant_get(sub, "$", f"array<{spark_type}>")
     element = kind.element
-    fits = shape == "ARRAY<VOID>"
-    if isinstance(element, Decimal):
-        scale = sf.regexp_extract(shape, r",(\d+)\)>$", 1).try_cast("int")
-        number = (shape == "ARRAY<BIGINT>") | (
-            shape.startswith("ARRAY<DECIMAL(") & (scale <= element.scale)
-        )
-        fits = fits | number
-    elif element == DOUBLE:
-        whole = sf.try_variant_get(sub, "$", "array<decimal(38,0)>")
-        exact = sf.lit(EXACT_DOUBLE_INT)
-        integral = (shape == "ARRAY<BIGINT>") | (
-            shape.startswith("ARRAY<DECIMAL(") & shape.endswith(",0)>")
-        )
-        small = (sf.array_max(whole) <= exact) & (sf.array_min(whole) >= -exact)
-        number = integral | shape.startswith("ARRAY<DECIMAL(") | (shape == "ARRAY<DOUBLE>")
-        infinity = sf.lit(float("inf"))  # NaN sorts above it: array_max is then NaN
-        finite = sf.coalesce(
-            (sf.array_max(value) < infinity) & (sf.array_min(value) > -infinity), sf.lit(True)
-        )
-        fits = fits | (number & (~integral | sf.coalesce(small, sf.lit(False))) & finite)
-    else:
-        assert isinstance(element, Primitive)
-        fits = fits | shape.isin(*_FLAT[element][1])
+    assert isinstance(element, Primitive)
+    fits = (shape == "ARRAY<VOID>") | shape.isin(*_FLAT[element][1])
+    if element == INT:
+        wide = sf.try_variant_get(sub, "$", "array<bigint>")
+        low, high = sf.array_min(wide), sf.array_max(wide)
+        within = (low >= sf.lit(-(2**31))) & (high < sf.lit(2**31))
+        fits = fits & sf.coalesce(within, sf.lit(True))
     return value, value.isNotNull() & fits
 
 
@@ -392,12 +375,15 @@ def sample_shape(spark: SparkSession, uris: list[str], payload_format: str) -> S
     when they cannot be read (the run's own pass then finds the shape)."""
     if not uris or payload_format != "json":
         return None, {}
+    lines = parse(spark.read.text(uris).select("value"), payload_format)
+    variant = sf.try_parse_json(sf.col("data"))
+    # Kept for the kinds' count: the objects are read and parsed once.
+    objects = (
+        lines.filter(sf.col("data_problem").isNull())
+        .select(sf.when(_is_object(variant), variant).alias("v"))
+        .persist()
+    )
     try:
-        lines = parse(spark.read.text(uris).select("value"), payload_format)
-        variant = sf.try_parse_json(sf.col("data"))
-        objects = lines.filter(sf.col("data_problem").isNull()).select(
-            sf.when(_is_object(variant), variant).alias("v")
-        )
         row = objects.agg(sf.schema_of_variant_agg("v").alias("shape")).first()
         shape = None if row is None else row["shape"]
         if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
@@ -407,6 +393,8 @@ def sample_shape(spark: SparkSession, uris: list[str], payload_format: str) -> S
     except Exception as exc:  # a damaged object: the run's pass finds the shape instead
         log.warning("payload sample unread; the pass finds the shape", error=str(exc)[:300])
         return None, {}
+    finally:
+        objects.unpersist()
 
 
 def _kinds(objects: DataFrame, places: list[Path]) -> dict[Path, dict[str, int]]:

@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as sf
 
 from sparkjobs.catalog import TableRef
+from sparkjobs.compaction import typedjvm
 from sparkjobs.compaction.distribute import task_keys
 from sparkjobs.compaction.job import CompactJob
 from sparkjobs.compaction.payload_plan import (
@@ -52,6 +53,9 @@ class Typing:
         self.plan = plan
         self.observation = Observation("payload")
         self.places: list[tuple[str, ...]] = []
+        self.engine = ""
+        """What typed the rows: ``jvm`` (:mod:`sparkjobs.compaction.typedjvm`) or
+        ``spark`` (:mod:`sparkjobs.compaction.typed`); empty when nothing was typed."""
 
     def columns(self, rows: DataFrame) -> tuple[DataFrame, list[Column]]:
         """``rows`` observed, with the typed columns; the columns to write."""
@@ -66,7 +70,10 @@ class Typing:
             return rows, []
         data = sf.when(sf.col("kept"), sf.col("data"))
         own = rows.columns
-        rows, typed = typed_frame(rows, data, self.plan.schema, self.plan.timestamps)
+        schema, timestamps = self.plan.schema, self.plan.timestamps
+        made = typedjvm.typed_frame(rows, data, schema, timestamps)
+        rows, typed = made or typed_frame(rows, data, schema, timestamps)
+        self.engine = "jvm" if made else "spark"
         self.places = list(typed.flags)
         # Only what is written and counted goes on: the observation is a step of its own,
         # and every column still there would be copied into each row it sees.
@@ -118,6 +125,7 @@ def record(typing: Typing, manifest: RunManifest, passes: int) -> Evolution | No
     shape, rescued, rows = typing.observed()
     manifest.payload = {
         "passes": passes,
+        "engine": typing.engine,
         "columns": [pointer_of(path) for path in _leaves(typing.plan.schema)],
         "rescued_rows": rows,
         "rescued": {pointer_of(path): n for path, n in sorted(rescued.items()) if n},

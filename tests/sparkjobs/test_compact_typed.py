@@ -27,6 +27,7 @@ from sparkjobs.analysis.findings import RescuedStat
 from sparkjobs.analysis.report import render_text
 from sparkjobs.catalog import table_ref
 from sparkjobs.compaction.compact import CompactionError, CompactJob, compact
+from sparkjobs.compaction.payload_plan import sample_keys
 from sparkjobs.table.declared import read_declared
 from sparkjobs.table.payload import (
     BIG_INTEGER,
@@ -350,3 +351,51 @@ def test_declared_schema_timestamps_decimals_and_a_missed_field(
         "without --strict to keep them in rescued"
     )
     assert not list(strict.glob("stream=orders/data/*/dt=*/*/*.parquet"))
+
+
+def test_without_the_jar_spark_types_the_same_rows(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session without the typed function (no ``javac``, an older jar) types with
+    Spark's expressions: the same columns, values, rescued places and counts, a second
+    pass included (test_typed_jvm.py compares the two on thousands of payloads)."""
+    archive = tmp_path / "archive"
+    _write_hour(archive, 2)
+    _write_hour(archive, 3, count=20)
+    declared = read_declared(
+        {
+            "type": "object",
+            "properties": {
+                "sent_ms": {"type": "integer", "format": "unix-time-ms"},
+                "price": {"type": "number", "format": "decimal", "precision": 10, "scale": 2},
+            },
+        }
+    )
+    options = {"payload_schema": "declared", "declared": declared}
+    found = {}
+    for engine in ("jvm", "spark"):
+        if engine == "spark":
+            monkeypatch.setattr("sparkjobs.compaction.typedjvm.typed_frame", lambda *a: None)
+        output = tmp_path / engine
+        # Hour 02 without a sample: its fields are found as it writes (a second pass).
+        monkeypatch.setattr("sparkjobs.compaction.typedwrite.sample_keys", lambda sizes: [])
+        runs = [compact(spark, _job(archive, output, 2, **options))]
+        monkeypatch.setattr("sparkjobs.compaction.typedwrite.sample_keys", sample_keys)
+        runs.append(compact(spark, _job(archive, output, 3, **options)))
+        assert [m.payload["engine"] for m in runs] == [engine, engine]
+        rows = sorted(_rows(output), key=lambda r: r["sequence_number"])
+        found[engine] = (
+            [{k: v for k, v in m.payload.items() if k != "engine"} for m in runs],
+            [r["payload"] for r in rows],
+            [json.loads(r["rescued"]) if r["rescued"] else None for r in rows],
+        )
+    assert found["jvm"] == found["spark"]
+    manifests = found["jvm"][0]
+    assert [m["passes"] for m in manifests] == [2, 1]
+    # Hour 03: ages as text in 5 of 20 (numbers the commoner kind), a price with three
+    # decimals, 3 epochs as text; hour 02 had no column for what it rescues there.
+    assert [m["rescued"] for m in manifests] == [
+        {},
+        {"/price": 1, "/sent_ms": 3, "/user/age": 5},
+    ]
+    assert manifests[1]["untyped"] == ["/items/element/sku"]
