@@ -74,9 +74,14 @@ class Typed:
     rescued: Column
     """JSON object of the rescued values by pointer, or null."""
     shape: Column
-    """The parsed payload when it is an object (for ``schema_of_variant_agg``)."""
+    """What of the payload the window's shape is read from (``schema_of_variant_agg``):
+    the parsed payload when it is an object, or only what the schema does not hold."""
     flags: dict[Path, Column] = field(default_factory=dict)
     """Per place: whether this row's value there was rescued."""
+    places: Column | None = None
+    """The indexes of the places rescued, as text (``3,7``; null: none), where one
+    aggregate adds them up (:mod:`sparkjobs.compaction.typedjvm`); None: count the
+    flags."""
 
 
 _V, _ROOT = "_typed_v", "_typed_root"

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
+from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 from pyspark.sql import types as spark
 
@@ -49,6 +52,9 @@ from sparkjobs.table.payload import (
 from sparkjobs.table.payload_columns import to_spark
 
 CLASS = "kinesislander.spark.TypedPayload"
+COUNTS_CLASS = f"{CLASS}$PlaceCounts"
+COUNTS = "lander_place_counts"
+"""places (text, ``3,7``; null: none) -> how many rows rescued at each place, as text."""
 _COLUMN = "_typed_j"
 _KINDS: dict[Primitive, str] = {
     BOOLEAN: "boolean",
@@ -101,7 +107,7 @@ def returns(schema: Struct) -> spark.StructType:
             spark.StructField("payload", to_spark(schema)),
             spark.StructField("rescued", spark.StringType()),
             spark.StructField("residual", spark.StringType()),
-            spark.StructField("places", spark.ArrayType(spark.IntegerType())),
+            spark.StructField("places", spark.StringType()),
         ]
     )
 
@@ -125,13 +131,36 @@ def typed_frame(
     # A projection of its own: what reads the result's fields must not call it again.
     rows = rows.select("*", sf.call_function(name, data, sf.lit(plan)).alias(_COLUMN))
     result = sf.col(_COLUMN)
-    places = result.getField("places")
+    places = sf.split(result.getField("places"), ",")
     return rows, Typed(
         payload=result.getField("payload"),
         rescued=result.getField("rescued"),
         shape=sf.try_parse_json(result.getField("residual")),
         flags={
-            path: sf.coalesce(sf.array_contains(places, sf.lit(i)), sf.lit(False))
+            path: sf.coalesce(sf.array_contains(places, sf.lit(str(i))), sf.lit(False))
             for i, (path, _) in enumerate(places_of(schema))
         },
+        places=result.getField("places") if _enable_counts(session) else None,
     )
+
+
+def _enable_counts(session: SparkSession) -> bool:
+    """Register :data:`COUNTS` if the session can load its class; whether it is (an
+    ``Aggregator``, registered by the class itself, as
+    :func:`sparkjobs.compaction.counters.enable` explains)."""
+    found: Any = session.sparkContext._jvm
+    try:
+        for part in COUNTS_CLASS.split("."):
+            found = getattr(found, part)
+        if not isinstance(found, JavaClass):
+            return False
+        found.register(session._jsparkSession, COUNTS)
+    except Py4JError:
+        return False
+    return True
+
+
+def counts_of(text: str | None, places: int) -> list[int]:
+    """:data:`COUNTS`' text as a count per place (the places after the highest seen: 0)."""
+    found = [int(n) for n in text.split(",")] if text else []
+    return (found + [0] * places)[:places]

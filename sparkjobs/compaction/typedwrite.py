@@ -77,18 +77,25 @@ class Typing:
         self.places = list(typed.flags)
         # Only what is written and counted goes on: the observation is a step of its own,
         # and every column still there would be copied into each row it sees.
+        if typed.places is not None:  # one aggregate adds up each place's count
+            counted = [typed.places.alias("_places")]
+            counts = [sf.call_function(typedjvm.COUNTS, sf.col("_places")).alias("places")]
+        else:
+            flags = list(typed.flags.values())
+            counted = [flag.alias(f"_rescued{i}") for i, flag in enumerate(flags)]
+            counts = [sf.count_if(f"_rescued{i}").alias(f"r{i}") for i in range(len(flags))]
         rows = rows.select(
             *own,
             typed.payload.alias(PAYLOAD),
             typed.rescued.alias(RESCUED),
             typed.shape.alias("_shape"),
-            *(flag.alias(f"_rescued{i}") for i, flag in enumerate(typed.flags.values())),
+            *counted,
         )
         rows = rows.observe(
             self.observation,
             sf.schema_of_variant_agg("_shape").alias("shape"),
             sf.count_if(sf.col(RESCUED).isNotNull()).alias("rows"),
-            *(sf.count_if(sf.col(f"_rescued{i}")).alias(f"r{i}") for i in range(len(self.places))),
+            *counts,
         )
         return rows, [sf.col(PAYLOAD), sf.col(RESCUED)]
 
@@ -96,7 +103,11 @@ class Typing:
         """The window's shape (None when no payload was an object), the rescued values
         per place, and the rows with any."""
         got = self.observation.get
-        counts = {place: int(got[f"r{i}"] or 0) for i, place in enumerate(self.places)}
+        if "places" in got:
+            each = typedjvm.counts_of(got["places"], len(self.places))
+        else:
+            each = [int(got.get(f"r{i}") or 0) for i in range(len(self.places))]
+        counts = dict(zip(self.places, each, strict=True))
         shape = got["shape"]
         return (
             (shape if shape and shape.startswith("OBJECT<") else None),

@@ -367,3 +367,10 @@ def test_a_rescued_value_keeps_its_own_text(spark: SparkSession) -> None:
     row = rows.select(typed.rescued.alias("r")).first()
     assert row is not None
     assert row["r"] == ('{"/i":1.50,"/ld":[1E+2,1e400],"/m":"x  y","/user/home":"\\u00e9"}')
+
+
+def test_place_counts_read_back_per_place() -> None:
+    """The aggregate's text has a count up to the highest place seen: the rest are 0."""
+    assert typedjvm.counts_of("0,2,0,5", 6) == [0, 2, 0, 5, 0, 0]
+    assert typedjvm.counts_of(None, 3) == [0, 0, 0]
+    assert typedjvm.counts_of("", 2) == [0, 0]

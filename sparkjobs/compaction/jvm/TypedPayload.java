@@ -11,7 +11,8 @@
  * Returned per row: the payload struct (null unless the text is one JSON object), the
  * rescued values as a JSON object by pointer, the "residual" (the payload's fields that
  * have no column, and the rescued values, at their places: what the run's schema does
- * not already hold, for the window's shape) and the indexes of the places rescued.
+ * not already hold, for the window's shape) and the indexes of the places rescued, as
+ * text ("3,7"), which PlaceCounts adds up over the window in one aggregate.
  *
  * What Spark's JSON parser (parse_json) refuses is refused here too, so that both read
  * the same payloads: duplicate keys, a string with a lone surrogate. What follows the
@@ -40,9 +41,14 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Pattern;
+import org.apache.spark.sql.Encoder;
+import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.api.java.UDF2;
+import org.apache.spark.sql.expressions.Aggregator;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.catalyst.util.DateTimeUtils$;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
@@ -84,7 +90,7 @@ public final class TypedPayload implements UDF2<String, String, Row> {
         payload,
         pass.rescued.length() == 0 ? null : pass.rescued.append('}').toString(),
         residual.length() == 0 ? null : "{" + residual + "}",
-        pass.places.isEmpty() ? null : pass.places);
+        pass.places.length() == 0 ? null : pass.places.toString());
   }
 
   // ---------------------------------------------------------------- the document
@@ -414,7 +420,7 @@ public final class TypedPayload implements UDF2<String, String, Row> {
     final String data;
     final ZoneId zone;
     final StringBuilder rescued = new StringBuilder();
-    final List<Integer> places = new ArrayList<>(0);
+    final StringBuilder places = new StringBuilder(0); // "3,7": indexes, comma-separated
 
     Pass(String data, ZoneId zone) {
       this.data = data;
@@ -443,7 +449,7 @@ public final class TypedPayload implements UDF2<String, String, Row> {
         if (value == NO) {
           rescued.append(rescued.length() == 0 ? "{" : ",").append(c.key).append(':');
           rescued.append(node.raw(data));
-          places.add(c.place);
+          places.append(places.length() == 0 ? "" : ",").append(c.place);
           field(residual, c.name).append(node.raw(data));
           continue;
         }
@@ -645,6 +651,73 @@ public final class TypedPayload implements UDF2<String, String, Row> {
         }
       }
       return Arrays.asList(values);
+    }
+  }
+
+  /**
+   * How many rows rescued a value at each place, from each row's places ("3,7"; null:
+   * none), as one aggregate: a count per place as Spark's own count_if evaluates every
+   * counter on every row. The result is the counts as decimal text, comma-separated,
+   * as many as the highest place seen plus one.
+   */
+  public static final class PlaceCounts extends Aggregator<String, long[], String> {
+    private static final long serialVersionUID = 1L;
+
+    /** Register the aggregate in the session under name (from Python, through py4j). */
+    public static void register(SparkSession spark, String name) {
+      spark.udf().register(name, functions.udaf(new PlaceCounts(), Encoders.STRING()));
+    }
+
+    @Override
+    public long[] zero() {
+      return new long[0];
+    }
+
+    @Override
+    public long[] reduce(long[] counts, String places) {
+      if (places == null) {
+        return counts;
+      }
+      int start = 0;
+      while (start < places.length()) {
+        int end = places.indexOf(',', start);
+        end = end < 0 ? places.length() : end;
+        int place = Integer.parseInt(places, start, end, 10);
+        if (place >= counts.length) {
+          counts = Arrays.copyOf(counts, place + 1);
+        }
+        counts[place]++;
+        start = end + 1;
+      }
+      return counts;
+    }
+
+    @Override
+    public long[] merge(long[] counts, long[] other) {
+      long[] sum = counts.length >= other.length ? counts : Arrays.copyOf(counts, other.length);
+      for (int i = 0; i < other.length; i++) {
+        sum[i] += other[i];
+      }
+      return sum;
+    }
+
+    @Override
+    public String finish(long[] counts) {
+      StringBuilder text = new StringBuilder();
+      for (int i = 0; i < counts.length; i++) {
+        text.append(i == 0 ? "" : ",").append(counts[i]);
+      }
+      return text.toString();
+    }
+
+    @Override
+    public Encoder<long[]> bufferEncoder() {
+      return Encoders.javaSerialization(long[].class);
+    }
+
+    @Override
+    public Encoder<String> outputEncoder() {
+      return Encoders.STRING();
     }
   }
 }
