@@ -43,6 +43,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,9 @@ def _tiny_archive(root: Path) -> None:
     write_sample(root, STREAM, "shardId-000000000000", minute)
 
 
-def _size(work: Path, size: str, env: dict[str, str], fixed_cpu: float) -> dict[str, Any]:
+def _size(
+    work: Path, size: str, env: dict[str, str], fixed_cpu: Mapping[str, float]
+) -> dict[str, Any]:
     archive, window = work / "archive", DAY.isoformat()
     progress(f"compaction {size}: generating the archive")
     made = generate(archive, size, seed=1, damaged=False)
@@ -163,9 +166,15 @@ def _fixed(work: Path, env: dict[str, str]) -> dict[str, Any]:
     )
     progress("compaction: fixed cost, a fresh lander compact of one object")
     wall, cpu, _ = fresh_process(lander_compact(archive, work / "spark", f"{DAY}T10"), env)
+    progress("compaction: fixed cost, the same with typed payload columns")
+    typed = env | {"LANDER_PAYLOAD_SCHEMA": "infer"}
+    typed_wall, typed_cpu, _ = fresh_process(
+        lander_compact(archive, work / "spark-typed", f"{DAY}T10"), typed
+    )
     return {
         "duckdb": {"wall_seconds": round(duck_wall, 2), "cpu_seconds": round(duck_cpu, 3)},
         "spark": {"wall_seconds": round(wall, 2), "cpu_seconds": round(cpu, 2)},
+        "spark_typed": {"wall_seconds": round(typed_wall, 2), "cpu_seconds": round(typed_cpu, 2)},
     }
 
 
@@ -179,7 +188,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         fixed = _fixed(root / "fixed", env)
         chosen = os.environ.get("BENCH_COMPACTION_SIZES")
         names = chosen.split(",") if chosen else (SIZES_QUICK if quick else SIZES_FULL)
-        fixed_cpu = fixed["spark"]["cpu_seconds"]
+        fixed_cpu = {"untyped": fixed["spark"]["cpu_seconds"]}
+        fixed_cpu["typed"] = fixed["spark_typed"]["cpu_seconds"]
         sizes = {size: _size(root / size, size, env, fixed_cpu) for size in names}
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -221,7 +231,8 @@ def render(result: dict[str, Any]) -> str:
         if built
         else "no class archive",
         f"fixed cost (one object of 3 lines): Spark {fixed['spark']['cpu_seconds']:.1f} CPU-s "
-        f"({fixed['spark']['wall_seconds']:.1f} s wall, a fresh lander compact); "
+        f"({fixed['spark']['wall_seconds']:.1f} s wall, a fresh lander compact; "
+        f"{fixed.get('spark_typed', {}).get('cpu_seconds', float('nan')):.1f} CPU-s typed); "
         f"DuckDB {fixed['duckdb']['cpu_seconds']:.2f} CPU-s",
     ]
     for size, found in result["sizes"].items():

@@ -95,8 +95,11 @@ def parquet_bytes(out: Path) -> int:
 
 
 def environment(class_archive: Path) -> dict[str, str]:
-    """This process's environment without LANDER_ settings, plus the runs' own."""
+    """This process's environment without LANDER_ settings, plus the runs' own: no typed
+    payload columns (DuckDB makes none; the engines compare the same output, and
+    :func:`bench.compaction_session.typed_columns` measures what typing costs)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANDER_")}
+    env["LANDER_PAYLOAD_SCHEMA"] = "off"
     env["LANDER_SPARK_MASTER"] = "local[2]"
     env["LANDER_LOG_FORMAT"] = "json"
     env["LANDER_SPARK_CDS"] = str(class_archive)
