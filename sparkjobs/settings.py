@@ -244,11 +244,10 @@ class CompactSettings(JobSettings):
     )
 
     payload_schema: str = Field(
-        default="off",
-        description="The payload's typed columns beside data (JSON payloads): off (only "
-        "data; the default while typing costs over 1.5x the CPU per row, "
-        "docs/benchmarks.md), infer (from the records: new fields become columns, "
-        "integers widen, a value that fits no column goes to rescued), or the path of a "
+        default="infer",
+        description="The payload's typed columns beside data (JSON payloads): infer (the "
+        "default: from the records, new fields become columns, integers widen, a value "
+        "that fits no column goes to rescued), off (only data), or the path of a "
         "JSON Schema file of the records whose fields it declares (timestamps, exact "
         "decimals, 32-bit integers; the others inferred). Per stream in "
         "LANDER_STREAMS_FILE.",

@@ -54,9 +54,9 @@ class CompactJob:
     sequence_pointer: str | None = None
     """``LANDER_SEQUENCE_POINTER``: a record without an event id is deduped by its
     partition key and this number of its payload (:mod:`sparkjobs.compaction.dedupe`)."""
-    payload_schema: str = "off"
-    """``LANDER_PAYLOAD_SCHEMA``: ``off`` (no typed payload columns, the default), ``infer``
-    them from the records, or ``declared`` (:attr:`declared`, the rest inferred)."""
+    payload_schema: str = "infer"
+    """``LANDER_PAYLOAD_SCHEMA``: ``infer`` the typed payload columns from the records (the
+    default), ``off`` (none), or ``declared`` (:attr:`declared`, the rest inferred)."""
     declared: Declared | None = None
     """The declared payload schema (:mod:`sparkjobs.table.declared`)."""
 

@@ -110,7 +110,7 @@ def test_the_payload_schema_is_inferred_off_or_declared_per_stream(
     _file(
         tmp_path,
         f'[streams."orders"]\npayload_schema = "{schema}"\n'
-        '[streams."logs"]\npayload_schema = "infer"\n',
+        '[streams."logs"]\npayload_schema = "off"\n',
         monkeypatch,
     )
     settings = load(
@@ -121,9 +121,9 @@ def test_the_payload_schema_is_inferred_off_or_declared_per_stream(
     declared = declared_for(orders)
     assert declared is not None
     assert declared.timestamps == {("ts",): "iso"}
-    assert settings.for_stream("logs").payload_mode == "infer"
-    clicks = settings.for_stream("clicks")  # the default: no typed columns
-    assert (clicks.payload_mode, declared_for(clicks)) == ("off", None)
+    assert settings.for_stream("logs").payload_mode == "off"
+    clicks = settings.for_stream("clicks")  # the default: inferred typed columns
+    assert (clicks.payload_mode, declared_for(clicks)) == ("infer", None)
 
 
 @pytest.mark.parametrize(
