@@ -41,20 +41,26 @@ _ALL = "codes"
 
 
 def enable(spark: SparkSession) -> bool:
-    """Register :data:`COUNTS` if the session can load its class; whether it is.
+    """Register :data:`COUNTS` if the session can load its class; whether it is."""
+    return register_aggregate(spark, COUNTS_CLASS, COUNTS)
 
-    An ``Aggregator``, registered by the class itself (``register``, called through
-    py4j): PySpark registers only the older kind of aggregate by name, which an
-    observation cannot send back (its generated input projection does not serialize).
-    A class py4j cannot load comes back as a package, not a class.
+
+def register_aggregate(spark: SparkSession, java_class: str, name: str) -> bool:
+    """Register the ``Aggregator`` ``java_class`` under ``name`` if the session can load
+    it; whether it is.
+
+    The class registers itself (``register``, called through py4j): PySpark registers
+    only the older kind of aggregate by name, which an observation cannot send back
+    (its generated input projection does not serialize). A class py4j cannot load comes
+    back as a package, not a class.
     """
     found: Any = spark.sparkContext._jvm
     try:
-        for part in COUNTS_CLASS.split("."):
+        for part in java_class.split("."):
             found = getattr(found, part)
         if not isinstance(found, JavaClass):
             return False
-        found.register(spark._jsparkSession, COUNTS)
+        found.register(spark._jsparkSession, name)
     except Py4JError:
         return False
     return True

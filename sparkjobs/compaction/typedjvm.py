@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
-from py4j.java_gateway import JavaClass
-from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 from pyspark.sql import types as spark
 
+from sparkjobs.compaction.counters import register_aggregate
 from sparkjobs.compaction.typed import Timestamps, Typed, places_of, pointer_of
 from sparkjobs.table.evolve import ELEMENT, Path
 from sparkjobs.table.payload import (
@@ -140,24 +138,10 @@ def typed_frame(
             path: sf.coalesce(sf.array_contains(places, sf.lit(str(i))), sf.lit(False))
             for i, (path, _) in enumerate(places_of(schema))
         },
-        places=result.getField("places") if _enable_counts(session) else None,
+        places=(
+            result.getField("places") if register_aggregate(session, COUNTS_CLASS, COUNTS) else None
+        ),
     )
-
-
-def _enable_counts(session: SparkSession) -> bool:
-    """Register :data:`COUNTS` if the session can load its class; whether it is (an
-    ``Aggregator``, registered by the class itself, as
-    :func:`sparkjobs.compaction.counters.enable` explains)."""
-    found: Any = session.sparkContext._jvm
-    try:
-        for part in COUNTS_CLASS.split("."):
-            found = getattr(found, part)
-        if not isinstance(found, JavaClass):
-            return False
-        found.register(session._jsparkSession, COUNTS)
-    except Py4JError:
-        return False
-    return True
 
 
 def counts_of(text: str | None, places: int) -> list[int]:
