@@ -374,3 +374,24 @@ def test_place_counts_read_back_per_place() -> None:
     assert typedjvm.counts_of("0,2,0,5", 6) == [0, 2, 0, 5, 0, 0]
     assert typedjvm.counts_of(None, 3) == [0, 0, 0]
     assert typedjvm.counts_of("", 2) == [0, 0]
+
+
+def test_a_jar_without_the_function_leaves_the_typing_to_spark(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A jar named by LANDER_SPARK_READER_JAR may predate the typed function or its
+    aggregate: the session's own refusal to load the class sends the run to Spark's
+    expressions, or to a count per place."""
+    frame = spark.createDataFrame([('{"i":"x"}',)], "data string")
+    if typedjvm.typed_frame(frame, sf.col("data"), SCHEMA, TIMESTAMPS) is None:
+        pytest.skip("no JVM function in this session (see the module's fixture)")
+    monkeypatch.setattr(typedjvm, "COUNTS_CLASS", "kinesislander.spark.NoSuchCounts")
+    made = typedjvm.typed_frame(frame, sf.col("data"), SCHEMA, TIMESTAMPS)
+    assert made is not None
+    rows, typed = made
+    assert typed.places is None  # the places are counted one by one
+    flags = rows.select(sf.array(*typed.flags.values()).alias("f")).first()
+    assert flags is not None
+    assert [path for path, hit in zip(typed.flags, flags["f"], strict=True) if hit] == [("i",)]
+    monkeypatch.setattr(typedjvm, "CLASS", "kinesislander.spark.NoSuchPayload")
+    assert typedjvm.typed_frame(frame, sf.col("data"), SCHEMA, TIMESTAMPS) is None
