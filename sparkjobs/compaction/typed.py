@@ -380,15 +380,16 @@ def sample_shape(spark: SparkSession, uris: list[str], payload_format: str) -> S
     when they cannot be read (the run's own pass then finds the shape)."""
     if not uris or payload_format != "json":
         return None, {}
-    lines = parse(spark.read.text(uris).select("value"), payload_format)
-    variant = sf.try_parse_json(sf.col("data"))
-    # Kept for the kinds' count: the objects are read and parsed once.
-    objects = (
-        lines.filter(sf.col("data_problem").isNull())
-        .select(sf.when(_is_object(variant), variant).alias("v"))
-        .persist()
-    )
-    try:
+    objects: DataFrame | None = None
+    try:  # an object gone since the listing fails the read itself
+        lines = parse(spark.read.text(uris).select("value"), payload_format)
+        variant = sf.try_parse_json(sf.col("data"))
+        # Kept for the kinds' count: the objects are read and parsed once.
+        objects = (
+            lines.filter(sf.col("data_problem").isNull())
+            .select(sf.when(_is_object(variant), variant).alias("v"))
+            .persist()
+        )
         row = objects.agg(sf.schema_of_variant_agg("v").alias("shape")).first()
         shape = None if row is None else row["shape"]
         if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
@@ -399,7 +400,8 @@ def sample_shape(spark: SparkSession, uris: list[str], payload_format: str) -> S
         log.warning("payload sample unread; the pass finds the shape", error=str(exc)[:300])
         return None, {}
     finally:
-        objects.unpersist()
+        if objects is not None:
+            objects.unpersist()
 
 
 def _kinds(objects: DataFrame, places: list[Path]) -> dict[Path, dict[str, int]]:
