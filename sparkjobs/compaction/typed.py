@@ -363,7 +363,10 @@ def _timestamp(sub: Column, shape: Column, notation: str | int) -> tuple[Column,
         return value, (shape == "STRING") & value.isNotNull()
     per_second = int(notation)
     number = sf.try_variant_get(sub, "$", "decimal(38,9)")
-    micros = (number * sf.lit(1_000_000 // per_second)).try_cast("bigint")
+    # Bounded first: under ANSI a product past decimal(38,6) fails the query, and any
+    # number from 1e20 on is past a long's microseconds whatever the unit.
+    fits = sf.abs(number) < sf.lit(1e20)
+    micros = sf.when(fits, number * sf.lit(1_000_000 // per_second)).try_cast("bigint")
     value = sf.timestamp_micros(micros)
     is_number = (shape == "BIGINT") | shape.startswith("DECIMAL(")
     return value, is_number & micros.isNotNull()
