@@ -74,6 +74,7 @@ JOB_FLAGS: tuple[FlagSpec, ...] = (
     "payload_format",
     "catalog",
     "table",
+    ("event_time_pointer", "--event-time-field"),
 )
 """Flags of both jobs, for the fields of :class:`JobSettings`."""
 
@@ -87,6 +88,7 @@ FLAGS: dict[str, tuple[type[StreamSettings], tuple[FlagSpec, ...]]] = {
             ("compact_dedupe_horizon", "--dedupe-horizon"),
             ("compact_strict", "--strict"),
             ("compact_compression", "--compression"),
+            ("compact_partition", "--partition"),
             ("compact_allow_empty", "--allow-empty"),
             ("compact_allow_bad_input", "--allow-bad-input"),
             ("sequence_pointer", "--sequence-field"),
@@ -99,7 +101,6 @@ FLAGS: dict[str, tuple[type[StreamSettings], tuple[FlagSpec, ...]]] = {
             *JOB_FLAGS,
             "archive",
             "reports",
-            ("event_time_pointer", "--event-time-field"),
             ("sequence_pointer", "--sequence-field"),
             "top_keys",
             ("analyse_allow_empty", "--allow-empty"),
@@ -264,32 +265,12 @@ class _Session:
 
 def _compact(settings: CompactSettings) -> int:
     """Every stream and window of ``settings``, one after another, in one session."""
-    from sparkjobs.compaction.compact import CompactJob
+    from sparkjobs.compaction.job import jobs_of
     from sparkjobs.compaction.plan import list_window
     from sparkjobs.io import is_local
     from sparkjobs.session import jvm_plan
-    from sparkjobs.table.declared import declared_setting
 
-    own = {stream: settings.for_stream(stream) for stream in settings.streams}
-    jobs = [
-        CompactJob(
-            archive=own[stream].archive_uri,
-            stream=stream,
-            window=window,
-            output=settings.compacted,
-            target_file_bytes=settings.compact_target_file_mb << 20,
-            horizon_minutes=settings.horizon_minutes,
-            strict=settings.compact_strict,
-            compression=settings.compact_compression,
-            payload_format=own[stream].payload_format,
-            catalog=settings.catalog,
-            table=settings.table,
-            sequence_pointer=own[stream].sequence_pointer,
-            payload_schema=own[stream].payload_mode,
-            declared=declared_setting(own[stream].declared_document, own[stream].payload_schema),
-        )
-        for stream, window in settings.runs()
-    ]
+    jobs = jobs_of(settings)
     # A local archive is listed before the JVM starts: its size picks the JIT, and a run
     # with nothing to read starts no JVM. The first window's listing is used as it is;
     # later windows list their own hours again when their turn comes (late files), and
@@ -408,7 +389,7 @@ def _analyse(settings: AnalyseSettings) -> int:
             window=window,
             reports=settings.reports or join(settings.compacted, "reports"),
             archive=own[stream].archive,
-            event_time_pointer=settings.event_time_pointer,
+            event_time_pointer=own[stream].event_time_pointer,
             sequence_pointer=own[stream].sequence_pointer,
             top_keys=settings.top_keys,
             payload_format=own[stream].payload_format,

@@ -28,7 +28,7 @@ from consumer.config import (
 from consumer.config.fields import CONFIG
 from consumer.config.streams_file import overrides_for, read_streams_file
 from sparkjobs.catalog import check_template
-from sparkjobs.window import Window, WindowError, parse_windows
+from sparkjobs.window import Window, WindowError, duration_minutes, horizon_minutes, parse_windows
 
 Compression = Annotated[Literal["snappy", "zstd", "gzip", "none"], CaseInsensitive]
 
@@ -42,7 +42,13 @@ def _uri(value: str) -> str:
     return value.rstrip("/")
 
 
-PER_STREAM = ("archive", "payload_format", "sequence_pointer", "payload_schema")
+PER_STREAM = (
+    "archive",
+    "payload_format",
+    "sequence_pointer",
+    "payload_schema",
+    "event_time_pointer",
+)
 """What a stream's table in LANDER_STREAMS_FILE changes for the batch commands (the
 workers' initial_position and event_id_pointer do not concern them)."""
 
@@ -182,6 +188,30 @@ class JobSettings(TableSettings, Archive):
         description="Spark master for a local run (default local[*]); ignored under spark-submit.",
     )
 
+    event_time_pointer: str | None = Field(
+        default=None,
+        description="JSON pointer to an event time in the payload, e.g. /ts (ISO-8601 "
+        "text, or epoch seconds, or milliseconds above 1e11, unless the declared schema "
+        "says how): the compaction writes it as the column event_ts, the analysis reports "
+        "arrival minus it. Per stream in LANDER_STREAMS_FILE.",
+    )
+
+    @field_validator("event_time_pointer")
+    @classmethod
+    def _pointer(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"must be a JSON pointer starting with '/', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _event_time_needs_json(self) -> Self:
+        if self.event_time_pointer is not None and self.payload_format == "raw":
+            raise ValueError(
+                "LANDER_EVENT_TIME_POINTER points into JSON payloads; with "
+                "LANDER_PAYLOAD_FORMAT=raw they are base64"
+            )
+        return self
+
     @field_validator("window")
     @classmethod
     def _window(cls, value: str) -> str:
@@ -242,6 +272,23 @@ class CompactSettings(JobSettings):
         "rows, and the run's exit code and finish time, which the shipped alerts watch. "
         "Unset: nothing is pushed. A failed push is one warning line; the exit code stays.",
     )
+
+    compact_partition: Literal["arrival_hour", "arrival_hour,event_day", "event_day"] = Field(
+        default="arrival_hour",
+        description="The table's partitions: arrival_hour (hour(arrival_ts)), "
+        "arrival_hour,event_day (then day(event_ts): late events join their event day's "
+        "partition) or event_day (day(event_ts) only); event_day needs "
+        "LANDER_EVENT_TIME_POINTER. An existing table's spec evolves; old files keep theirs.",
+    )
+
+    @model_validator(mode="after")
+    def _event_day_needs_pointer(self) -> Self:
+        if "event_day" in self.compact_partition and self.event_time_pointer is None:
+            raise ValueError(
+                f"LANDER_COMPACT_PARTITION={self.compact_partition} partitions by the event "
+                "time: set LANDER_EVENT_TIME_POINTER (e.g. /ts)"
+            )
+        return self
 
     payload_schema: str = Field(
         default="infer",
@@ -320,23 +367,6 @@ def _declared(path: str) -> dict[str, Any]:
     return schema
 
 
-_UNITS = {"m": 1, "h": 60, "d": 24 * 60}
-MAX_HORIZON_MINUTES = 7 * 24 * 60
-
-
-def horizon_minutes(text: str) -> int:
-    """``90m``, ``24h``, ``1d`` or ``0`` in minutes; ValueError for anything else."""
-    if text.strip() == "0":
-        return 0
-    try:
-        minutes = duration_minutes(text)
-    except ValueError:
-        raise ValueError(f"must be a duration like 90m, 24h or 1d (or 0), got {text!r}") from None
-    if minutes > MAX_HORIZON_MINUTES:
-        raise ValueError(f"must be at most 7d, got {text!r}")
-    return minutes
-
-
 class AnalyseSettings(JobSettings):
     """``lander analyse``."""
 
@@ -344,22 +374,12 @@ class AnalyseSettings(JobSettings):
         default=None,
         description="Where tables and the HTML report go (default {compacted}/reports).",
     )
-    event_time_pointer: str | None = Field(
-        default=None, description="JSON pointer to an event time in the payload, e.g. /ts."
-    )
     top_keys: int = Field(default=20, ge=1, le=1000, description="Hot partition keys listed.")
     analyse_allow_empty: bool = Field(
         default=False,
         description="A window without compacted data is a success (exit 0) instead of exit 3; "
         "either way no report is written.",
     )
-
-    @field_validator("event_time_pointer")
-    @classmethod
-    def _pointer(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("/"):
-            raise ValueError(f"must be a JSON pointer starting with '/', got {value!r}")
-        return value
 
 
 class RawTableSettings(StreamSettings, Archive):
@@ -415,14 +435,6 @@ class MaintainSettings(TableSettings):
         if duration_minutes(value) < 60:
             raise ValueError(f"must be at least 1h, got {value!r}")
         return value.strip().lower()
-
-
-def duration_minutes(text: str) -> int:
-    """``90m``, ``24h``, ``7d`` in minutes; ValueError for anything else."""
-    found = re.fullmatch(r"\s*(\d+)\s*([mhd])\s*", text.lower())
-    if found is None:
-        raise ValueError(f"must be a duration like 90m, 24h or 7d, got {text!r}")
-    return int(found[1]) * _UNITS[found[2]]
 
 
 T = TypeVar("T", bound=StreamSettings)

@@ -4,7 +4,8 @@ The archive is partitioned by arrival minute, so a window's input is whole folde
 ``stream=S/dt=D/hour=H/`` for each hour of the window, plus the folders of the dedupe
 horizon before it (the *lookback*), read only so that a producer retry which crosses
 the window's start is recognised as a duplicate of a copy before it
-(:mod:`sparkjobs.compaction.dedupe`).
+(:mod:`sparkjobs.compaction.dedupe`). Also the durations the settings take
+(:func:`horizon_minutes`, :func:`duration_minutes`).
 """
 
 from __future__ import annotations
@@ -116,3 +117,28 @@ def hour_label(hour: datetime) -> str:
 def parse_hour(label: str) -> datetime:
     """Inverse of :func:`hour_label`."""
     return datetime.strptime(label, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+
+
+_UNITS = {"m": 1, "h": 60, "d": 24 * 60}
+MAX_HORIZON_MINUTES = 7 * 24 * 60
+
+
+def horizon_minutes(text: str) -> int:
+    """``90m``, ``24h``, ``1d`` or ``0`` in minutes; ValueError for anything else."""
+    if text.strip() == "0":
+        return 0
+    try:
+        minutes = duration_minutes(text)
+    except ValueError:
+        raise ValueError(f"must be a duration like 90m, 24h or 1d (or 0), got {text!r}") from None
+    if minutes > MAX_HORIZON_MINUTES:
+        raise ValueError(f"must be at most 7d, got {text!r}")
+    return minutes
+
+
+def duration_minutes(text: str) -> int:
+    """``90m``, ``24h``, ``7d`` in minutes; ValueError for anything else."""
+    found = re.fullmatch(r"\s*(\d+)\s*([mhd])\s*", text.lower())
+    if found is None:
+        raise ValueError(f"must be a duration like 90m, 24h or 7d, got {text!r}")
+    return int(found[1]) * _UNITS[found[2]]

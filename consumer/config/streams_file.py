@@ -34,9 +34,11 @@ PER_STREAM = (
     "sequence_pointer",
     "initial_position",
     "payload_schema",
+    "event_time_pointer",
 )
-"""The settings a stream may set for itself (LANDER_ARCHIVE, ...; payload_schema is the
-compaction's, LANDER_PAYLOAD_SCHEMA: the workers ignore it)."""
+"""The settings a stream may set for itself (LANDER_ARCHIVE, ...; payload_schema and
+event_time_pointer are the batch jobs', LANDER_PAYLOAD_SCHEMA and
+LANDER_EVENT_TIME_POINTER: the workers ignore them)."""
 
 
 def read_streams_file(path: str) -> list[tuple[str, dict[str, str]]]:

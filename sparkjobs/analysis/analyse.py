@@ -44,11 +44,13 @@ from sparkjobs.analysis.findings import (
 )
 from sparkjobs.analysis.report import render_html
 from sparkjobs.catalog import TableRef, table_ref
+from sparkjobs.compaction.eventtime import event_time
 from sparkjobs.compaction.lines import json_path
 from sparkjobs.io import Filesystem, filesystem_for, join
 from sparkjobs.table import compacted
 from sparkjobs.table.columns import RESCUED
 from sparkjobs.table.manifest import manifest_uri
+from sparkjobs.table.table import EVENT_TS
 from sparkjobs.window import Window, parse_hour
 
 log = structlog.get_logger("sparkjobs.analyse")
@@ -93,16 +95,11 @@ def payload_bytes(data: Column, payload_format: str) -> Column:
     return sf.octet_length(data)
 
 
-def event_time(data: Column, pointer: str) -> Column:
-    """The payload's event time: ISO-8601 text, or epoch seconds or milliseconds."""
-    raw = sf.get_json_object(data, json_path(pointer))
-    number = raw.try_cast("double")
-    epoch = sf.when(number > 1e11, number / 1000).otherwise(number)
-    return sf.coalesce(sf.try_to_timestamp(raw), sf.timestamp_seconds(epoch))
+def _base(frame: DataFrame, job: AnalyseJob, stored_event_time: bool = False) -> DataFrame:
+    """The columns every table needs, without the payload, cached once.
 
-
-def _base(frame: DataFrame, job: AnalyseJob) -> DataFrame:
-    """The columns every table needs, without the payload, cached once."""
+    ``stored_event_time``: the compaction wrote ``event_ts`` by the same pointer; it is
+    read instead of the payload wherever set (files before it read null there)."""
     columns: list[Column | str] = [
         sf.date_trunc("minute", "arrival_ts").alias("minute"),
         sf.date_trunc("hour", "arrival_ts").alias("hour"),
@@ -117,6 +114,8 @@ def _base(frame: DataFrame, job: AnalyseJob) -> DataFrame:
     ]
     if job.event_time_pointer:
         at = event_time(sf.col("data"), job.event_time_pointer)
+        if stored_event_time:
+            at = sf.coalesce(sf.col(EVENT_TS), at)
         columns.append(
             ((sf.unix_micros("arrival_ts") - sf.unix_micros(at)) / 1000).alias("event_ms")
         )
@@ -365,7 +364,8 @@ def analyse(spark: SparkSession, job: AnalyseJob, now: datetime | None = None) -
     """Run the analysis, write its tables and report, and return what it found."""
     fs = filesystem_for(job.compacted, spark)
     frame = compacted.read(spark, job.ref, job.window)
-    base = _base(frame, job)
+    stored = job.event_time_pointer is not None
+    base = _base(frame, job, stored and compacted.event_pointer(job.ref) == job.event_time_pointer)
     try:
         totals = base.agg(sf.count(sf.lit(1)).alias("n"), sf.sum("bytes").alias("b")).first()
         records = int(totals["n"]) if totals else 0

@@ -24,6 +24,7 @@ The job itself is described by :class:`~sparkjobs.compaction.job.CompactJob`.
 Layout under ``{output}/``::
 
     stream={stream}/data/{run_id}/dt=D/hour=HH/part-….parquet   the table's data files
+        (…/hour=HH/event_day=E/part-… when the table is partitioned by event day)
     stream={stream}/metadata/…                                  the table's metadata
     _dropped/stream={stream}/{run_id}/dt=D/hour=HH/part-….parquet  copies dedupe dropped
     _manifests/stream={stream}/{run_id}.json    what a run read, dropped and published
@@ -169,6 +170,8 @@ def compact(
     if payload is not None and payload.writes_columns:
         changed = table.evolve_payload(ref, payload.schema, table_properties(job))
         manifest.payload["schema_changed"] = changed
+    pointer = job.event_time_pointer
+    table.evolve_partitions(ref, job.partition, table_properties(job), event_pointer=pointer)
     _publish(fs, job, ref, manifest, rewritten, written)
     manifest.hours = [hour_stats[h] for h in plan.stale if h in manifest.published_hours]
     manifest.status = "published" if manifest.published_hours else "superseded"

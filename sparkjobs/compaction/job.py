@@ -13,9 +13,12 @@ from consumer.archive.layout import stream_folder
 from consumer.errors import LanderError
 from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.io import join
+from sparkjobs.table.declared import declared_setting
+from sparkjobs.table.table import PARTITIONS
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:
+    from sparkjobs.settings import CompactSettings
     from sparkjobs.table.declared import Declared
 
 MiB = 1 << 20
@@ -59,6 +62,22 @@ class CompactJob:
     default), ``off`` (none), or ``declared`` (:attr:`declared`, the rest inferred)."""
     declared: Declared | None = None
     """The declared payload schema (:mod:`sparkjobs.table.declared`)."""
+    event_time_pointer: str | None = None
+    """``LANDER_EVENT_TIME_POINTER``: the payload's event time, written as ``event_ts``
+    (:mod:`sparkjobs.compaction.eventtime`)."""
+    partition: str = "arrival_hour"
+    """``LANDER_COMPACT_PARTITION``: the table's partitions
+    (:data:`sparkjobs.compaction.eventtime.PARTITIONS`)."""
+
+    def __post_init__(self) -> None:
+        if self.partition not in PARTITIONS:
+            raise CompactionError(
+                f"partition {self.partition!r} is not one of {', '.join(PARTITIONS)}"
+            )
+        if "event_day" in self.partition and self.event_time_pointer is None:
+            raise CompactionError(
+                f"partition {self.partition} needs the event time: set event_time_pointer"
+            )
 
     @property
     def typed(self) -> bool:
@@ -79,3 +98,30 @@ class CompactJob:
 def ref_for(job: CompactJob) -> TableRef:
     """The table a compaction job publishes to."""
     return table_ref(job.output, job.stream, job.catalog, job.table)
+
+
+def jobs_of(settings: CompactSettings) -> list[CompactJob]:
+    """Every stream's every window of ``settings``, as jobs, in the order they run: each
+    stream with what LANDER_STREAMS_FILE sets for it."""
+    own = {stream: settings.for_stream(stream) for stream in settings.streams}
+    return [
+        CompactJob(
+            archive=own[stream].archive_uri,
+            stream=stream,
+            window=window,
+            output=settings.compacted,
+            target_file_bytes=settings.compact_target_file_mb << 20,
+            horizon_minutes=settings.horizon_minutes,
+            strict=settings.compact_strict,
+            compression=settings.compact_compression,
+            payload_format=own[stream].payload_format,
+            catalog=settings.catalog,
+            table=settings.table,
+            sequence_pointer=own[stream].sequence_pointer,
+            payload_schema=own[stream].payload_mode,
+            declared=declared_setting(own[stream].declared_document, own[stream].payload_schema),
+            event_time_pointer=own[stream].event_time_pointer,
+            partition=settings.compact_partition,
+        )
+        for stream, window in settings.runs()
+    ]

@@ -17,8 +17,8 @@ what Iceberg's Spark writer does by distributing by partition.
   landing), a record whose event id arrived at most the horizon before it a *producer*
   duplicate (a retried put), one without an event id whose producer sequence (partition
   key and number) did a *sequence* duplicate, the rest are kept;
-- :func:`_write` writes the kept lines as Parquet partitioned by ``dt``/``hour`` into
-  the run's folder, counting per hour and cause while it runs; the dropped copies go
+- :func:`_write` writes the kept lines as Parquet by ``dt``/``hour`` (event days apart,
+  :mod:`.eventtime`) in the run's folder, counting per hour and cause; the dropped copies go
   to ``dt=dropped-…`` folders beside them, in the same pass, only what dedupe compares
   (:func:`sparkjobs.compaction.compact.compact` moves them out of the table's folder);
 - :func:`sparkjobs.compaction.sparkkeys.index_rows` reads the horizon hours that have an index
@@ -39,7 +39,7 @@ from pyspark.sql import functions as sf
 
 from consumer.archive.codec import GLOB
 from consumer.archive.layout import KEY_DEPTH
-from sparkjobs.compaction import counters
+from sparkjobs.compaction import counters, eventtime
 from sparkjobs.compaction.counters import CAUSES, KEPT, MALFORMED, PRODUCER, SEQUENCE, TRANSPORT
 from sparkjobs.compaction.distribute import first_groups, task_keys
 from sparkjobs.compaction.fallback import SavedLine
@@ -306,8 +306,9 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
             kept.alias("kept"),
         )
         .repartition(tasks, "task_key")
+        .select("*", *eventtime.columns(job, sf.col("kept")))
         .sortWithinPartitions(
-            "dt", "hour", "shard_id", "seq_len", "sequence_number", "subsequence_number"
+            *eventtime.folders(job), "shard_id", "seq_len", "sequence_number", "subsequence_number"
         )
     )
     typed: list[Column] = []
@@ -317,13 +318,13 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
         # their columns by the table's name mapping (Spark writes no id for a list's
         # element, and a file with some ids is read by ids alone by Iceberg's Java).
         out, typed = payload.columns(out)
-    ids = {} if payload is not None else field_ids()
+    ids = {} if payload is not None or job.event_time_pointer else field_ids()
     writer = (
         out.select(
             *(sf.col(f.name).alias(f.name, metadata=ids.get(f.name, {})) for f in COMPACTED.fields),
+            *eventtime.written(job),
             *typed,
-            "dt",
-            "hour",
+            *eventtime.folders(job),
         )
         .write.mode("errorifexists")
         .option("compression", job.compression)
@@ -333,7 +334,7 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
     )
     for column in UNIQUE_COLUMNS:
         writer = writer.option(f"parquet.enable.dictionary#{column}", "false")
-    writer.partitionBy("dt", "hour").parquet(run_dir)
+    writer.partitionBy(*eventtime.folders(job)).parquet(run_dir)
 
 
 def _malformed_detail(

@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as sf
 
 from sparkjobs.catalog import TableRef
-from sparkjobs.compaction import typedjvm
+from sparkjobs.compaction import eventtime, typedjvm
 from sparkjobs.compaction.distribute import task_keys
 from sparkjobs.compaction.job import CompactJob
 from sparkjobs.compaction.payload_plan import (
@@ -176,17 +176,22 @@ def retype(
         return typing
     uris = [item.uri for item in kept]
     keys = task_keys(len(uris))
-    # Each file by its dt=/hour=/name (Spark and the filesystem spell the scheme apart).
-    tails = [uri.rsplit("/", 3)[-3:] for uri in uris]
+    # Each file by its folders and name (Spark and the filesystem spell the scheme apart).
+    folders, event = eventtime.folders(job), eventtime.written(job)
+    depth = len(folders) + 1
+    by_day = [eventtime.event_day(sf.col(table.EVENT_TS)).alias(eventtime.EVENT_DAY)]
+    tails = [uri.rsplit("/", depth)[-depth:] for uri in uris]
     by_file = sf.create_map(
         *[sf.lit(x) for i, tail in enumerate(tails) for x in ("/".join(tail), keys[i])]
     )
     path = sf.col("_metadata.file_path")
     rows = spark.read.parquet(*uris).select(
         *(f.name for f in COMPACTED.fields),
+        *event,
         sf.regexp_extract(path, r"/dt=([^/]+)/", 1).alias("dt"),
         sf.regexp_extract(path, r"/hour=([^/]+)/", 1).alias("hour"),
-        by_file[sf.substring_index(path, "/", -3)].alias("task_key"),
+        *(by_day if eventtime.EVENT_DAY in folders else []),
+        by_file[sf.substring_index(path, "/", -depth)].alias("task_key"),
         sf.lit(True).alias("kept"),
     )
     rows = rows.repartition(len(uris), "task_key").sortWithinPartitions(
@@ -198,13 +203,13 @@ def retype(
     rows, typed = typing.columns(rows)
     target = run_dir.rstrip("/") + RETYPED
     writer = (
-        rows.select(*(f.name for f in COMPACTED.fields), *typed, "dt", "hour")
+        rows.select(*(f.name for f in COMPACTED.fields), *event, *typed, *folders)
         .write.mode("errorifexists")
         .option("compression", job.compression)
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
     )
     try:
-        writer.partitionBy("dt", "hour").parquet(target)
+        writer.partitionBy(*folders).parquet(target)
         fs.remove_leftovers(target)
         for item in kept:
             fs.delete(item.uri)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from consumer.archive.layout import stream_folder
 from sparkjobs.catalog import TableRef
@@ -49,6 +49,12 @@ def hour_runs(ref: TableRef, fs: Filesystem, window: Window) -> dict[str, str]:
     return runs
 
 
+def event_pointer(ref: TableRef) -> str | None:
+    """The pointer the table's ``event_ts`` was last written by (None: no such column)."""
+    found = table.open_table(ref, create=False)
+    return None if found is None else found.properties.get(table.EVENT_POINTER)
+
+
 def current_files(ref: TableRef, window: Window) -> list[str]:
     """URIs of the data files that are the window now (as the table records them)."""
     found = table.open_table(ref, create=False)
@@ -58,10 +64,17 @@ def current_files(ref: TableRef, window: Window) -> list[str]:
 def read(spark: SparkSession, ref: TableRef, window: Window) -> DataFrame:
     """The window's compacted rows."""
     files = [spark_uri(ref, f) for f in current_files(ref, window)]
-    schema = StructType([*COMPACTED.fields, StructField(RESCUED, StringType())])
+    schema = StructType(
+        [
+            *COMPACTED.fields,
+            StructField(RESCUED, StringType()),
+            StructField(table.EVENT_TS, TimestampType()),
+        ]
+    )
     if not files:
         return spark.createDataFrame([], schema)
-    # By name: a file written before the typed columns reads ``rescued`` as null.
+    # By name: a file written before the typed columns reads ``rescued`` (before the
+    # event time, ``event_ts``) as null.
     return spark.read.schema(schema).parquet(*files)
 
 

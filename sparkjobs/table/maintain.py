@@ -40,10 +40,10 @@ from consumer.archive.layout import hour_of, stream_folder
 from consumer.errors import MissingError
 from sparkjobs.catalog import TableRef, for_each_table, registered
 from sparkjobs.io import join
-from sparkjobs.settings import MaintainSettings, duration_minutes
+from sparkjobs.settings import MaintainSettings
 from sparkjobs.table.manifest import newest_by_hour
 from sparkjobs.table.table import open_table, published
-from sparkjobs.window import hour_label
+from sparkjobs.window import duration_minutes, hour_label
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem

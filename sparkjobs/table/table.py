@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -52,6 +52,17 @@ if TYPE_CHECKING:
 log = structlog.get_logger("sparkjobs.table")
 
 PARTITION = "arrival_ts_hour"
+EVENT_TS = "event_ts"
+"""The payload's event time (:mod:`sparkjobs.compaction.eventtime`), a column of its own."""
+EVENT_PARTITION = "event_ts_day"
+EVENT_POINTER = "lander.event-time-pointer"
+"""The table property naming the pointer ``event_ts`` was last read by."""
+PARTITIONS: dict[str, tuple[str, ...]] = {
+    "arrival_hour": (PARTITION,),
+    "arrival_hour,event_day": (PARTITION, EVENT_PARTITION),
+    "event_day": (EVENT_PARTITION,),
+}
+"""``LANDER_COMPACT_PARTITION``'s values, and the table's partition fields for each."""
 COMMIT_ATTEMPTS = 5
 """Re-plans after a conflicting commit before the run gives up (each re-plan drops the
 hours another run published from a newer listing, so few are ever needed)."""
@@ -128,6 +139,63 @@ def evolve_payload(
         return True
     raise CommitConflictError(
         f"table {ref.identifier}: {COMMIT_ATTEMPTS} schema commits conflicted with other writers"
+    )
+
+
+def evolve_partitions(
+    ref: TableRef,
+    partition: str,
+    properties: Mapping[str, str] | None = None,
+    *,
+    event_pointer: str | None = None,
+) -> bool:
+    """Give the table the partition fields of ``partition`` (:data:`PARTITIONS`), and with
+    ``event_pointer`` the ``event_ts`` column and the pointer it was read by (the property
+    :data:`EVENT_POINTER`, which the analysis checks), in a commit of its own; whether it
+    changed.
+
+    Iceberg's partition evolution: files keep the spec they were written with, the
+    hours a run rewrites take the new one, and readers prune each file by its own.
+    """
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.transforms import DayTransform, HourTransform, Transform
+    from pyiceberg.types import TimestamptzType
+
+    wanted = set(PARTITIONS[partition])
+    transforms: dict[str, tuple[str, Transform[Any, Any]]] = {
+        PARTITION: ("arrival_ts", HourTransform()),
+        EVENT_PARTITION: (EVENT_TS, DayTransform()),
+    }
+    for _ in range(COMMIT_ATTEMPTS):
+        table = open_table(ref, properties)
+        assert table is not None
+        has_column = event_pointer is None or EVENT_TS in {f.name for f in table.schema().fields}
+        fields = {f.name for f in table.spec().fields}
+        same_pointer = event_pointer is None or table.properties.get(EVENT_POINTER) == event_pointer
+        if has_column and fields == wanted and same_pointer:
+            return False
+        try:
+            with table.transaction() as transaction:
+                if not same_pointer:
+                    transaction.set_properties({EVENT_POINTER: event_pointer})
+                if not has_column:
+                    with transaction.update_schema() as update:
+                        update.add_column(
+                            EVENT_TS, TimestamptzType(), doc="the payload's event time"
+                        )
+                if fields != wanted:
+                    with transaction.update_spec() as spec:
+                        for name in sorted(fields - wanted):
+                            spec.remove_field(name)
+                        for name in sorted(wanted - fields):
+                            source, transform = transforms[name]
+                            spec.add_field(source, transform, name)
+        except CommitFailedException as exc:
+            log.warning("partition commit conflicted; reading the table again", error=one_line(exc))
+            continue
+        return True
+    raise CommitConflictError(
+        f"table {ref.identifier}: {COMMIT_ATTEMPTS} partition commits conflicted with other writers"
     )
 
 

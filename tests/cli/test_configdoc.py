@@ -121,7 +121,7 @@ def test_flags_come_from_the_parser() -> None:
     assert "`--failover-seconds`" in _row(text, "LANDER_FAILOVER_SECONDS", "Worker")
     # dest spark_master: the flag's name differs from the setting's.
     assert "`--master`" in _row(text, "LANDER_SPARK_MASTER", "Spark jobs")
-    assert "`--event-time-field`" in _row(text, "LANDER_EVENT_TIME_POINTER", "analyse")
+    assert "`--event-time-field`" in _row(text, "LANDER_EVENT_TIME_POINTER", "Spark jobs")
     # `--install` sets no variable: it is listed as an option of its command.
     options = text.split("## Options that are not settings", 1)[1]
     by_command = {part.split("`", 1)[0]: part for part in options.split("### `lander ")[1:]}

@@ -38,6 +38,15 @@ def main(catalog_db: str, warehouse: str, identifier: str, hour: str) -> None:
         f"TRY_CAST(json_extract(data, '$.seq') AS BIGINT)), any_value(typeof(payload.seq)) "
         f"FROM {source}"
     ).fetchone()
+    # The event time (LANDER_EVENT_TIME_POINTER=/ts), a column the table is also
+    # partitioned by (day(event_ts)): equal to the JSON's, and a day's filter prunes.
+    event = connection.execute(
+        f"SELECT count(event_ts), count(*) FILTER (WHERE event_ts IS DISTINCT FROM "
+        f"TRY_CAST(json_extract_string(data, '$.ts') AS TIMESTAMPTZ)), "
+        f"count(*) FILTER (WHERE event_ts >= ?::TIMESTAMPTZ::DATE::TIMESTAMPTZ "
+        f"AND event_ts < ?::TIMESTAMPTZ::DATE::TIMESTAMPTZ + INTERVAL 1 DAY) FROM {source}",
+        [hour, hour],
+    ).fetchone()
     by_pyiceberg = table.scan(selected_fields=("payload", "data")).to_arrow().to_pylist()
     differ = sum(1 for r in by_pyiceberg if (r["payload"] or {}).get("seq") != _seq(r["data"]))
     in_hour = connection.execute(
@@ -53,6 +62,8 @@ def main(catalog_db: str, warehouse: str, identifier: str, hour: str) -> None:
                 "duckdb": [list(r) for r in rows],
                 "duckdb_hour_rows": in_hour[0] if in_hour else None,
                 "duckdb_typed": list(typed) if typed else None,
+                "duckdb_event": list(event) if event else None,
+                "partition": [f.name for f in table.spec().fields],
                 "pyiceberg_typed": [
                     sum(1 for r in by_pyiceberg if (r["payload"] or {}).get("seq") is not None),
                     differ,
