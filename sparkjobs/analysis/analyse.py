@@ -44,8 +44,7 @@ from sparkjobs.analysis.findings import (
 )
 from sparkjobs.analysis.report import render_html
 from sparkjobs.catalog import TableRef, table_ref
-from sparkjobs.compaction.eventtime import event_time
-from sparkjobs.compaction.lines import json_path
+from sparkjobs.compaction.lines import event_time, json_path
 from sparkjobs.io import Filesystem, filesystem_for, join
 from sparkjobs.table import compacted
 from sparkjobs.table.columns import RESCUED

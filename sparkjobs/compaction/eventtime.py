@@ -2,8 +2,8 @@
 
 With ``LANDER_EVENT_TIME_POINTER`` the compaction writes ``event_ts``: the field the
 pointer names, read from ``data`` by one rule that the analysis shares
-(:func:`event_time`). With ``LANDER_COMPACT_PARTITION`` naming ``event_day`` the table is
-also (or only) partitioned by ``day(event_ts)``:
+(:func:`sparkjobs.compaction.lines.event_time`). With ``LANDER_COMPACT_PARTITION``
+naming ``event_day`` the table is also (or only) partitioned by ``day(event_ts)``:
 
 - ``arrival_hour`` (the default): ``hour(arrival_ts)``, as before;
 - ``arrival_hour,event_day``: ``hour(arrival_ts)`` then ``day(event_ts)``: a late event
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as sf
 
-from sparkjobs.compaction.lines import json_path
+from sparkjobs.compaction.lines import event_time
 from sparkjobs.table.table import EVENT_PARTITION, EVENT_TS, PARTITIONS
 
 if TYPE_CHECKING:
@@ -36,56 +36,11 @@ EVENT_DAY = "event_day"
 """The Spark partition folder (``event_day=YYYY-MM-DD``) that keeps event days apart in
 a run's output; the table's own partition is Iceberg's ``day(event_ts)``."""
 
-_FIRST_MICROS = -62_135_596_800_000_000
-"""0001-01-01T00:00:00Z: an event time before it (or after :data:`_LAST_MICROS`) is no
-event time (null), not a date Iceberg's day transform and Python cannot both show."""
-_LAST_MICROS = 253_402_300_799_999_999
-"""9999-12-31T23:59:59.999999Z."""
-_EPOCH_BELOW = 1e21
-"""An epoch number's magnitude below which its microseconds fit the product's decimal."""
-_MS_ABOVE = 1e11
-"""A bare number above this is epoch milliseconds (1e11 seconds is the year 5138)."""
-
 
 def by_event_day(partition: str) -> bool:
     """Whether ``partition`` (a key of :data:`~sparkjobs.table.table.PARTITIONS`) splits
     files by event day."""
     return EVENT_PARTITION in PARTITIONS[partition]
-
-
-def event_time(data: Column, pointer: str, notation: str | int | None = None) -> Column:
-    """The payload's event time at ``pointer``: null when absent or unreadable.
-
-    ``notation`` as a declared schema gives it: ``iso`` (ISO-8601 text only) or the units
-    per second of an epoch number. Undeclared (None): ISO-8601 text, or an epoch number
-    in seconds, or in milliseconds when above 1e11. Text without an offset is UTC.
-    """
-    raw = sf.get_json_object(data, json_path(pointer))
-    iso = sf.try_to_timestamp(raw)
-    if notation == "iso":
-        return _bounded(iso)
-    number = raw.try_cast("decimal(38,9)")
-    if notation is None:
-        per_second = sf.when(number > sf.lit(_MS_ABOVE), sf.lit(1000)).otherwise(sf.lit(1))
-        value = sf.coalesce(iso, _epoch(number, per_second))
-    else:
-        value = _epoch(number, sf.lit(int(notation)))
-    return _bounded(value)
-
-
-def _epoch(number: Column, per_second: Column) -> Column:
-    # Bounded before the product: under ANSI a decimal past its precision fails the
-    # query instead of giving null (1e21 is past year 9999 in any unit up to 1e9 a second).
-    fits = sf.abs(number) < sf.lit(_EPOCH_BELOW)
-    micros = sf.when(fits, number * sf.lit(1_000_000) / per_second).try_cast("bigint")
-    return sf.when(
-        micros.between(sf.lit(_FIRST_MICROS), sf.lit(_LAST_MICROS)), sf.timestamp_micros(micros)
-    )
-
-
-def _bounded(value: Column) -> Column:
-    micros = sf.unix_micros(value)
-    return sf.when(micros.between(sf.lit(_FIRST_MICROS), sf.lit(_LAST_MICROS)), value)
 
 
 def event_day(at: Column) -> Column:

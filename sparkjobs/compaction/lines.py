@@ -11,6 +11,9 @@ path and on lines recovered from truncated objects alike (:func:`parse`).
 
 In ``raw`` payload format (``LANDER_PAYLOAD_FORMAT``) the payload is a JSON string of
 base64, and ``data`` is that base64 without its quotes (base64 has nothing to escape).
+
+The payload's pointers are read here too, as the analysis reads them: :func:`json_path`
+and the event time's rule (:func:`event_time`).
 """
 
 from __future__ import annotations
@@ -110,6 +113,54 @@ def json_path(pointer: str) -> str:
     parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
     steps = "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in parts)
     return "$" + steps
+
+
+_FIRST_MICROS = -62_135_596_800_000_000
+"""0001-01-01T00:00:00Z: an event time before it (or after :data:`_LAST_MICROS`) is no
+event time (null), not a date Iceberg's day transform and Python cannot both show."""
+_LAST_MICROS = 253_402_300_799_999_999
+"""9999-12-31T23:59:59.999999Z."""
+_EPOCH_BELOW = 1e21
+"""An epoch number's magnitude below which its microseconds fit the product's decimal."""
+_MS_ABOVE = 1e11
+"""A bare number above this is epoch milliseconds (1e11 seconds is the year 5138)."""
+
+
+def event_time(data: Column, pointer: str, notation: str | int | None = None) -> Column:
+    """The payload's event time at ``pointer``: null when absent or unreadable. The
+    compaction writes it as ``event_ts`` (:mod:`sparkjobs.compaction.eventtime`), the
+    analysis reads it by the same rule.
+
+    ``notation`` as a declared schema gives it: ``iso`` (ISO-8601 text only) or the units
+    per second of an epoch number. Undeclared (None): ISO-8601 text, or an epoch number
+    in seconds, or in milliseconds when above 1e11. Text without an offset is UTC.
+    """
+    raw = sf.get_json_object(data, json_path(pointer))
+    iso = sf.try_to_timestamp(raw)
+    if notation == "iso":
+        return _bounded(iso)
+    number = raw.try_cast("decimal(38,9)")
+    if notation is None:
+        per_second = sf.when(number > sf.lit(_MS_ABOVE), sf.lit(1000)).otherwise(sf.lit(1))
+        value = sf.coalesce(iso, _epoch(number, per_second))
+    else:
+        value = _epoch(number, sf.lit(int(notation)))
+    return _bounded(value)
+
+
+def _epoch(number: Column, per_second: Column) -> Column:
+    # Bounded before the product: under ANSI a decimal past its precision fails the
+    # query instead of giving null (1e21 is past year 9999 in any unit up to 1e9 a second).
+    fits = sf.abs(number) < sf.lit(_EPOCH_BELOW)
+    micros = sf.when(fits, number * sf.lit(1_000_000) / per_second).try_cast("bigint")
+    return sf.when(
+        micros.between(sf.lit(_FIRST_MICROS), sf.lit(_LAST_MICROS)), sf.timestamp_micros(micros)
+    )
+
+
+def _bounded(value: Column) -> Column:
+    micros = sf.unix_micros(value)
+    return sf.when(micros.between(sf.lit(_FIRST_MICROS), sf.lit(_LAST_MICROS)), value)
 
 
 def _bytes(text: Column, start: Column, length: Column) -> Column:
