@@ -52,7 +52,7 @@ from sparkjobs.compaction.sparkkeys import BAD_LINE, BY_EVENT, BY_SEQUENCE, dedu
 from sparkjobs.compaction.typedwrite import Typing
 from sparkjobs.table.manifest import BadFile
 from sparkjobs.table.publish import InputFile
-from sparkjobs.table.schema import COMPACTED, CORRUPT, field_ids
+from sparkjobs.table.schema import COMPACTED, CORRUPT, field_ids, written
 
 SEQUENCE_DIGITS = 128
 """Kinesis sequence numbers have at most 128 digits and no leading zero, so they sort
@@ -321,7 +321,7 @@ def _write(  # noqa: PLR0917 - the run's fixed facts
     ids = {} if payload is not None or job.event_time_pointer else field_ids()
     writer = (
         out.select(
-            *(sf.col(f.name).alias(f.name, metadata=ids.get(f.name, {})) for f in COMPACTED.fields),
+            *(written(f).alias(f.name, metadata=ids.get(f.name, {})) for f in COMPACTED.fields),
             *eventtime.written(job),
             *typed,
             *eventtime.folders(job),

@@ -39,7 +39,7 @@ from sparkjobs.table.columns import PAYLOAD, RESCUED
 from sparkjobs.table.evolve import Evolution
 from sparkjobs.table.manifest import RunManifest
 from sparkjobs.table.payload import Struct
-from sparkjobs.table.schema import COMPACTED
+from sparkjobs.table.schema import COMPACTED, written
 
 log = structlog.get_logger("sparkjobs.compact")
 
@@ -203,7 +203,7 @@ def retype(
     rows, typed = typing.columns(rows)
     target = run_dir.rstrip("/") + RETYPED
     writer = (
-        rows.select(*(f.name for f in COMPACTED.fields), *event, *typed, *folders)
+        rows.select(*(written(f).alias(f.name) for f in COMPACTED.fields), *event, *typed, *folders)
         .write.mode("errorifexists")
         .option("compression", job.compression)
         .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")

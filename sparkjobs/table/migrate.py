@@ -32,7 +32,7 @@ from sparkjobs.io import Filesystem, filesystem_for, is_local, join
 from sparkjobs.settings import TableSettings
 from sparkjobs.table.manifest import manifest_uri
 from sparkjobs.table.publish import HourEntry
-from sparkjobs.table.table import replace_hours
+from sparkjobs.table.table import relax_required, replace_hours
 
 POINTER_FORMAT = 1
 
@@ -131,6 +131,8 @@ def migrate(ref: TableRef, fs: Filesystem) -> Migrated:
     files = {hour: [join(base, path) for path in found.files] for hour, found in hours.items()}
     if not hours:
         return Migrated(len(pointers), 0, [], [], 0)
+    # Their files were written before any column was required (those of an older lander).
+    relax_required(ref)
     committed = replace_hours(
         ref,
         {hour: found.entry for hour, found in hours.items()},

@@ -8,6 +8,8 @@ sliced from the line as written, and is a string in the compacted row.
 
 from __future__ import annotations
 
+from pyspark.sql import Column
+from pyspark.sql import functions as sf
 from pyspark.sql.types import (
     LongType,
     StringType,
@@ -46,3 +48,20 @@ so the files are the table's own, not matched by name."""
 def field_ids() -> dict[str, dict[str, int]]:
     """Each compacted column's metadata carrying its Iceberg field id (1.. in order)."""
     return {name: {FIELD_ID: i} for i, (name, _, _) in enumerate(COMPACTED_COLUMNS, start=1)}
+
+
+def written(field: StructField) -> Column:
+    """The column ``field`` as a run writes it: a column the table requires (not
+    ``nullable``) is written as a required Parquet field, which pyiceberg demands of a
+    file it files under a required column. Every row written has it set (lines without
+    it are malformed), so the zero it falls back to is never written; it only tells
+    Spark the column cannot be null."""
+    column = sf.col(field.name)
+    if field.nullable:
+        return column
+    zero = {
+        "string": sf.lit(""),
+        "bigint": sf.lit(0).cast("bigint"),
+        "timestamp": sf.timestamp_seconds(sf.lit(0)),
+    }[field.dataType.simpleString()]
+    return sf.coalesce(column, zero)

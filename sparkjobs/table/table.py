@@ -78,16 +78,20 @@ class CommitConflictError(LanderError):
 
 
 def iceberg_schema() -> Schema:
-    """The table's columns (:data:`~sparkjobs.table.columns.COMPACTED_COLUMNS`), all optional:
-    a file Spark wrote as required reads into an optional column, never the reverse."""
+    """The table's columns (:data:`~sparkjobs.table.columns.COMPACTED_COLUMNS`): those every
+    landed record has (stream, shard, position, arrival) required, the rest optional.
+
+    A run writes the required ones as required Parquet fields
+    (:func:`sparkjobs.table.schema.written`); a table made before they were required keeps
+    them optional (a required file reads into an optional column, never the reverse)."""
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
     kinds = {"string": StringType(), "long": LongType(), "timestamp": TimestamptzType()}
     return Schema(
         *(
-            NestedField(field_id, name, kinds[kind], required=False)
-            for field_id, (name, kind, _) in enumerate(COMPACTED_COLUMNS, start=1)
+            NestedField(field_id, name, kinds[kind], required=not nullable)
+            for field_id, (name, kind, nullable) in enumerate(COMPACTED_COLUMNS, start=1)
         )
     )
 
@@ -197,6 +201,21 @@ def evolve_partitions(
     raise CommitConflictError(
         f"table {ref.identifier}: {COMMIT_ATTEMPTS} partition commits conflicted with other writers"
     )
+
+
+def relax_required(ref: TableRef) -> bool:
+    """Make the table's required columns optional (a commit; Iceberg's safe change):
+    files that were not written as required (an import) may then join it; whether it
+    changed."""
+    table = open_table(ref)
+    assert table is not None
+    required = [f.name for f in table.schema().fields if f.required]
+    if not required:
+        return False
+    with table.update_schema() as update:
+        for name in required:
+            update.make_column_optional(name)
+    return True
 
 
 def open_table(

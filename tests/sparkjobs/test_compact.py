@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 import structlog
 
@@ -150,6 +151,13 @@ def test_output_is_partitioned_and_timestamps_are_utc_micros(
         f"from read_parquet({files}, hive_partitioning=false) order by 1"
     ).fetchall()
     assert hours == [("09",), ("10",)]
+    # What every landed record has is required, in the table and in its files.
+    table = open_table(table_ref(f"file://{output}", STREAM), create=False)
+    assert table is not None
+    required = ["stream", "shard_id", "sequence_number", "subsequence_number", "arrival_ts"]
+    assert [f.name for f in table.schema().fields if f.required] == required
+    in_file = pq.read_schema(files[0])
+    assert [name for name in in_file.names if not in_file.field(name).nullable] == required
     manifest_file = manifest_uri(f"file://{output}", STREAM, manifest.run_id)
     written = json.loads(Path(manifest_file.removeprefix("file://")).read_text())
     assert written["totals"]["output_rows"] == manifest.total("output_rows")

@@ -14,6 +14,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from bench.archives import generate_archive
@@ -75,7 +77,7 @@ def test_a_pointer_published_day_is_imported_and_then_up_to_date(
         for uri in files_of(table, [hour]):
             rel = f"_runs/{run.run_id}/" + uri.split(f"/data/{run.run_id}/", 1)[1]
             (stream_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(uri.removeprefix("file://"), stream_dir / rel)
+            _as_optional(uri.removeprefix("file://"), stream_dir / rel)
             files.append({"path": rel, "bytes": (stream_dir / rel).stat().st_size})
         hours.append({**_entry_json(entry), "files": files})
     (stream_dir / "_published" / "dt=2026-11-21").mkdir(parents=True)
@@ -94,6 +96,8 @@ def test_a_pointer_published_day_is_imported_and_then_up_to_date(
     assert (first.pointers, first.hours, len(first.imported)) == (2, 24, 24)
     imported = open_table(ref, create=False)
     assert imported is not None
+    # Its files declare no column required: the table's required ones became optional.
+    assert not [f.name for f in imported.schema().fields if f.required]
     columns = ("shard_id", "sequence_number", "subsequence_number", "event_id")
     rows = imported.scan(selected_fields=columns).to_arrow().to_pylist()
     keyed = {(r["shard_id"], int(r["sequence_number"]), r["subsequence_number"]): r["event_id"]
@@ -113,6 +117,14 @@ def test_a_pointer_published_day_is_imported_and_then_up_to_date(
     ]
     after = compact(spark, CompactJob(archive.as_uri(), STREAM, DAY, old.as_uri()))
     assert after.status == "up-to-date"
+
+
+def _as_optional(source: str, target: Path) -> None:
+    """A copy of a data file whose columns are all optional, as files were written
+    before the table required any (field ids kept)."""
+    rows = pq.read_table(source)
+    fields = [field.with_nullable(True) for field in rows.schema]
+    pq.write_table(rows.cast(pa.schema(fields, metadata=rows.schema.metadata)), target)
 
 
 def _entry_json(entry: HourEntry) -> dict[str, Any]:
