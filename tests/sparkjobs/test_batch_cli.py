@@ -112,7 +112,12 @@ def _publish(tmp_path: Path, *, rows: int, run: str = "r1") -> None:
             )
             for name, kind, _ in COMPACTED_COLUMNS
         }
-        pq.write_table(pa.table(columns), path)
+        # As a run writes them: the columns every record has are required.
+        kinds = {"string": pa.string(), "long": pa.int64(), "timestamp": pa.timestamp("us", "UTC")}
+        schema = pa.schema(
+            [pa.field(name, kinds[kind], nullable) for name, kind, nullable in COMPACTED_COLUMNS]
+        )
+        pq.write_table(pa.table(columns, schema=schema), path)
         files = [f"file://{path}"]  # as_uri() would escape the "=" of stream=
     entry = HourEntry(hour, run, f"{DAY}T06:00:00+00:00 {run}", "digest", 1, rows)
     assert replace_hours(ref, {hour: entry}, {hour: files}, run).hours == [hour]
