@@ -256,6 +256,18 @@ def test_drifting_producers_typed_columns_rescued_values_schema_history(
     assert manifests[2].payload["rescued_rows"] == 5
     (written,) = output.glob("stream=orders/data/*/dt=2026-11-21/hour=02/*.parquet")
     in_file = pq.read_table(written).to_pylist()
+    # Every typed leaf is written without a dictionary (lists' elements too); the
+    # envelope's repeated columns keep theirs.
+    group = pq.ParquetFile(written).metadata.row_group(0)
+    dictionary = {
+        group.column(i).path_in_schema: group.column(i).has_dictionary_page
+        for i in range(group.num_columns)
+    }
+    assert "payload.tags.list.element" in dictionary
+    assert "payload.items.list.element.sku" in dictionary
+    assert not [p for p, has in dictionary.items() if has and p.startswith("payload.")]
+    assert dictionary["stream"]
+    assert dictionary["shard_id"]
     assert [r["payload"]["items"] for r in in_file if '"sku":7' in r["data"]] == [None]
     assert [m.payload["schema_changed"] for m in manifests] == [True, True, True]
     assert manifests[0].payload["passes"] == 1

@@ -12,10 +12,12 @@ from pyiceberg import types as ice
 from pyiceberg.schema import Schema
 from pyspark.sql import types as spark
 
+from sparkjobs.compaction.typedwrite import parquet_leaves
 from sparkjobs.table.evolve import evolve
 from sparkjobs.table.payload import (
     LONG,
     NULL,
+    STRING,
     TIMESTAMP,
     VARIANT,
     Decimal,
@@ -70,3 +72,23 @@ def test_a_type_without_a_column_is_refused(untyped: Any) -> None:
         to_iceberg(Struct((Field("x", untyped),)))
     with pytest.raises(ValueError, match="no column type"):
         to_spark(untyped)
+
+
+def test_each_typed_leaf_is_named_as_parquet_names_it() -> None:
+    def struct(*fields: tuple[str, Any]) -> Struct:
+        return Struct(tuple(Field(name, kind) for name, kind in sorted(fields)))
+
+    schema = struct(
+        ("id", LONG),
+        ("user", struct(("name", STRING), ("tags", ListOf(STRING)))),
+        ("items", ListOf(struct(("sku", STRING), ("qty", LONG)))),
+        ("grid", ListOf(ListOf(LONG))),
+    )
+    assert parquet_leaves(schema) == [
+        "payload.grid.list.element.list.element",
+        "payload.id",
+        "payload.items.list.element.qty",
+        "payload.items.list.element.sku",
+        "payload.user.name",
+        "payload.user.tags.list.element",
+    ]
