@@ -60,7 +60,7 @@ from sparkjobs.compaction.quiet import SKIPPED_FILES, TASK_FAILURE, quieted
 from sparkjobs.compaction.sparkplan import DROPPED_DT, SparkPlan
 from sparkjobs.compaction.typedwrite import first_payload, record, retype
 from sparkjobs.io import Filesystem, Listed, filesystem_for, join
-from sparkjobs.table import table
+from sparkjobs.table import commits, table
 from sparkjobs.table.manifest import BadFile, HourStats, RunManifest, manifest_uri, new_run_id
 from sparkjobs.table.publish import HourEntry, InputFile, input_order, inputs_digest
 from sparkjobs.window import hour_label, parse_hour
@@ -168,10 +168,10 @@ def compact(
     fs.remove_leftovers(run_dir)  # the table's data/ holds its data files, and only them
     rewritten = _entries_written(written, dropped, plan, hour_stats, manifest)
     if payload is not None and payload.writes_columns:
-        changed = table.evolve_payload(ref, payload.schema, table_properties(job))
+        changed = commits.evolve_payload(ref, payload.schema, table_properties(job))
         manifest.payload["schema_changed"] = changed
     pointer = job.event_time_pointer
-    table.evolve_partitions(ref, job.partition, table_properties(job), event_pointer=pointer)
+    commits.evolve_partitions(ref, job.partition, table_properties(job), event_pointer=pointer)
     _publish(fs, job, ref, manifest, rewritten, written)
     manifest.hours = [hour_stats[h] for h in plan.stale if h in manifest.published_hours]
     manifest.status = "published" if manifest.published_hours else "superseded"

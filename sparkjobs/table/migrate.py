@@ -30,9 +30,10 @@ from consumer.archive.layout import stream_folder
 from sparkjobs.catalog import TableRef, for_each_table
 from sparkjobs.io import Filesystem, filesystem_for, is_local, join
 from sparkjobs.settings import TableSettings
+from sparkjobs.table.commits import relax_required
 from sparkjobs.table.manifest import manifest_uri
 from sparkjobs.table.publish import HourEntry
-from sparkjobs.table.table import relax_required, replace_hours
+from sparkjobs.table.table import replace_hours
 
 POINTER_FORMAT = 1
 

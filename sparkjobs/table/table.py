@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -36,7 +36,7 @@ from sparkjobs.catalog import (
     open_catalog,
     registered,
 )
-from sparkjobs.table.columns import COMPACTED_COLUMNS, PAYLOAD, RESCUED
+from sparkjobs.table.columns import COMPACTED_COLUMNS, PAYLOAD
 from sparkjobs.table.publish import HourEntry, entries_from_summaries, summary_of, winning_hours
 from sparkjobs.window import HOUR, parse_hour
 
@@ -106,116 +106,6 @@ def payload_schema(table: Table) -> Struct | None:
         return None
     found = from_iceberg(names[PAYLOAD].field_type)
     return found if isinstance(found, Struct) else None
-
-
-def evolve_payload(
-    ref: TableRef, schema: Struct, properties: Mapping[str, str] | None = None
-) -> bool:
-    """Give the table the typed columns of ``schema`` in a commit of its own (new fields
-    get fresh ids, widened ones are promoted, nothing else changes); whether it changed.
-
-    ``schema`` holds every column the table has (:func:`sparkjobs.table.evolve.evolve`
-    only grows), so the union is the new schema; a table that has it already is left
-    alone (a re-run adds no schema version).
-    """
-    from pyiceberg.exceptions import CommitFailedException
-    from pyiceberg.schema import Schema as IcebergSchema
-    from pyiceberg.types import NestedField, StringType
-
-    from sparkjobs.table.payload_columns import to_iceberg
-
-    for _ in range(COMMIT_ATTEMPTS):
-        table = open_table(ref, properties)
-        assert table is not None
-        names = {f.name for f in table.schema().fields}
-        if payload_schema(table) == schema and RESCUED in names:
-            return False
-        wanted = IcebergSchema(
-            NestedField(1, PAYLOAD, to_iceberg(schema, 3), required=False),
-            NestedField(2, RESCUED, StringType(), required=False),
-        )
-        try:
-            with table.update_schema() as update:
-                update.union_by_name(wanted)
-        except CommitFailedException as exc:
-            log.warning("schema commit conflicted; reading the table again", error=one_line(exc))
-            continue
-        return True
-    raise CommitConflictError(
-        f"table {ref.identifier}: {COMMIT_ATTEMPTS} schema commits conflicted with other writers"
-    )
-
-
-def evolve_partitions(
-    ref: TableRef,
-    partition: str,
-    properties: Mapping[str, str] | None = None,
-    *,
-    event_pointer: str | None = None,
-) -> bool:
-    """Give the table the partition fields of ``partition`` (:data:`PARTITIONS`), and with
-    ``event_pointer`` the ``event_ts`` column and the pointer it was read by (the property
-    :data:`EVENT_POINTER`, which the analysis checks), in a commit of its own; whether it
-    changed.
-
-    Iceberg's partition evolution: files keep the spec they were written with, the
-    hours a run rewrites take the new one, and readers prune each file by its own.
-    """
-    from pyiceberg.exceptions import CommitFailedException
-    from pyiceberg.transforms import DayTransform, HourTransform, Transform
-    from pyiceberg.types import TimestamptzType
-
-    wanted = set(PARTITIONS[partition])
-    transforms: dict[str, tuple[str, Transform[Any, Any]]] = {
-        PARTITION: ("arrival_ts", HourTransform()),
-        EVENT_PARTITION: (EVENT_TS, DayTransform()),
-    }
-    for _ in range(COMMIT_ATTEMPTS):
-        table = open_table(ref, properties)
-        assert table is not None
-        has_column = event_pointer is None or EVENT_TS in {f.name for f in table.schema().fields}
-        fields = {f.name for f in table.spec().fields}
-        same_pointer = event_pointer is None or table.properties.get(EVENT_POINTER) == event_pointer
-        if has_column and fields == wanted and same_pointer:
-            return False
-        try:
-            with table.transaction() as transaction:
-                if not same_pointer:
-                    transaction.set_properties({EVENT_POINTER: event_pointer})
-                if not has_column:
-                    with transaction.update_schema() as update:
-                        update.add_column(
-                            EVENT_TS, TimestamptzType(), doc="the payload's event time"
-                        )
-                if fields != wanted:
-                    with transaction.update_spec() as spec:
-                        for name in sorted(fields - wanted):
-                            spec.remove_field(name)
-                        for name in sorted(wanted - fields):
-                            source, transform = transforms[name]
-                            spec.add_field(source, transform, name)
-        except CommitFailedException as exc:
-            log.warning("partition commit conflicted; reading the table again", error=one_line(exc))
-            continue
-        return True
-    raise CommitConflictError(
-        f"table {ref.identifier}: {COMMIT_ATTEMPTS} partition commits conflicted with other writers"
-    )
-
-
-def relax_required(ref: TableRef) -> bool:
-    """Make the table's required columns optional (a commit; Iceberg's safe change):
-    files that were not written as required (an import) may then join it; whether it
-    changed."""
-    table = open_table(ref)
-    assert table is not None
-    required = [f.name for f in table.schema().fields if f.required]
-    if not required:
-        return False
-    with table.update_schema() as update:
-        for name in required:
-            update.make_column_optional(name)
-    return True
 
 
 def open_table(
