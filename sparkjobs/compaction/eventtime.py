@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as sf
 
-from sparkjobs.compaction.lines import event_time
-from sparkjobs.table.table import EVENT_PARTITION, EVENT_TS, PARTITIONS
+from sparkjobs.compaction.lines import event_time, pointer_path
+from sparkjobs.table.table import EVENT_TS, by_event_day
 
 if TYPE_CHECKING:
     from sparkjobs.compaction.job import CompactJob
@@ -35,12 +35,6 @@ if TYPE_CHECKING:
 EVENT_DAY = "event_day"
 """The Spark partition folder (``event_day=YYYY-MM-DD``) that keeps event days apart in
 a run's output; the table's own partition is Iceberg's ``day(event_ts)``."""
-
-
-def by_event_day(partition: str) -> bool:
-    """Whether ``partition`` (a key of :data:`~sparkjobs.table.table.PARTITIONS`) splits
-    files by event day."""
-    return EVENT_PARTITION in PARTITIONS[partition]
 
 
 def event_day(at: Column) -> Column:
@@ -76,8 +70,3 @@ def notation(job: CompactJob) -> str | int | None:
     if job.declared is None or job.event_time_pointer is None:
         return None
     return job.declared.timestamps.get(pointer_path(job.event_time_pointer))
-
-
-def pointer_path(pointer: str) -> tuple[str, ...]:
-    """A JSON pointer's field names (``/a/b~1c`` is ``("a", "b/c")``)."""
-    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/"))

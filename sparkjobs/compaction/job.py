@@ -14,7 +14,7 @@ from consumer.errors import LanderError
 from sparkjobs.catalog import TableRef, table_ref
 from sparkjobs.io import join
 from sparkjobs.table.declared import declared_setting
-from sparkjobs.table.table import PARTITIONS
+from sparkjobs.table.table import PARTITIONS, by_event_day
 from sparkjobs.window import Window
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class CompactJob:
             raise CompactionError(
                 f"partition {self.partition!r} is not one of {', '.join(PARTITIONS)}"
             )
-        if "event_day" in self.partition and self.event_time_pointer is None:
+        if by_event_day(self.partition) and self.event_time_pointer is None:
             raise CompactionError(
                 f"partition {self.partition} needs the event time: set event_time_pointer"
             )

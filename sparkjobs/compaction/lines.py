@@ -108,10 +108,14 @@ def parse(lines: DataFrame, payload_format: str, *, fast_header: bool = False) -
     return split.select(*others, "_header.*", "data", "data_problem")
 
 
+def pointer_path(pointer: str) -> tuple[str, ...]:
+    """A JSON pointer's field names (``/a/b~1c`` is ``("a", "b/c")``)."""
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/"))
+
+
 def json_path(pointer: str) -> str:
     """A JSON pointer (``/a/b``) as the JSONPath ``get_json_object`` takes (``$['a']['b']``)."""
-    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/")]
-    steps = "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in parts)
+    steps = "".join(f"[{p}]" if p.isdigit() else f"['{p}']" for p in pointer_path(pointer))
     return "$" + steps
 
 

@@ -63,6 +63,14 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "event_day": (EVENT_PARTITION,),
 }
 """``LANDER_COMPACT_PARTITION``'s values, and the table's partition fields for each."""
+
+
+def by_event_day(partition: str) -> bool:
+    """Whether ``partition`` (a key of :data:`PARTITIONS`) partitions by event day, so a
+    run's files are split by it."""
+    return EVENT_PARTITION in PARTITIONS[partition]
+
+
 COMMIT_ATTEMPTS = 5
 """Re-plans after a conflicting commit before the run gives up (each re-plan drops the
 hours another run published from a newer listing, so few are ever needed)."""

@@ -13,6 +13,7 @@ from consumer.config import ConfigError
 from sparkjobs import cli
 from sparkjobs.compaction import eventtime
 from sparkjobs.compaction.job import CompactionError, CompactJob, jobs_of
+from sparkjobs.compaction.lines import pointer_path
 from sparkjobs.settings import AnalyseSettings, CompactSettings, load
 from sparkjobs.table.declared import read_declared
 from sparkjobs.table.table import PARTITIONS
@@ -133,4 +134,4 @@ def test_a_declared_timestamp_says_how_the_event_time_is_written() -> None:
     assert notation("/meta/sent~0at~1ms") == 1000
     assert notation("/ts") == "iso"
     assert notation("/other") is None  # not declared: ISO text or an epoch number
-    assert eventtime.pointer_path("/a~1b/c~0d") == ("a/b", "c~d")
+    assert pointer_path("/a~1b/c~0d") == ("a/b", "c~d")
