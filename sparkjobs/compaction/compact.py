@@ -148,8 +148,11 @@ def compact(
     metrics = _read_and_write(spark, fs, plan, spark_plan, manifest, bind)
     if spark_plan.typing is not None:
         grown = record(spark_plan.typing, manifest, passes=1)
-        if grown is not None:  # fields the sample missed: the kept rows typed again
-            bind.info("payload fields the sample missed; retyping", changes=len(grown.changes))
+        if grown is not None:  # fields the sample missed, required ones left out
+            bind.info(
+                "payload schema changed as the rows were written; retyping",
+                changes=len(grown.changes),
+            )
             payload = PayloadPlan(grown.schema, spark_plan.typing.plan.timestamps)
             record(retype(spark, fs, run_dir, payload, job), manifest, passes=2)
     manifest.timings["compact_s"] = round(time.monotonic() - mark, 3)

@@ -14,19 +14,31 @@ only wider (an ``int`` column's values past 32 bits, all of them rescued), the r
 writes again with the grown schema (:func:`next_schema`); otherwise the rescued values
 stay rescued. At most :data:`PASSES` passes: the second sees every field the first did.
 
-Every payload column is optional: a required column needs every record to have the
-field, which the shape does not tell. Fields that Spark's variant paths cannot name
-(a name with both ``'`` and ``"``) get no column (:func:`addressable_only`).
+**Required columns.** A column is required only from the run that creates the
+``payload`` column (an optional struct may gain required fields; a column added to a
+table with rows may not be required, :func:`created_required`): a field every sampled
+object had set (never missing, never null, never of a second kind), or one the declared
+schema requires and no sampled object left out. A required column stays required until
+a run's write sees a record without it (:mod:`sparkjobs.compaction.required` flags
+each); the run then makes it optional (:func:`next_schema`, a safe change) and writes
+again. Inside lists every part is optional. Fields that Spark's variant paths cannot
+name (a name with both ``'`` and ``"``) get no column (:func:`addressable_only`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from sparkjobs.table.declared import Declared
-from sparkjobs.table.evolve import ELEMENT, AddColumn, Evolution, Path, Widen, evolve
+from sparkjobs.table.evolve import (
+    ELEMENT,
+    Evolution,
+    MakeOptional,
+    Path,
+    evolve,
+)
 from sparkjobs.table.payload import (
     BIG_INTEGER,
     DOUBLE,
@@ -38,6 +50,9 @@ from sparkjobs.table.payload import (
     Struct,
     Type,
     merge,
+    required_paths,
+    struct_paths,
+    with_required,
 )
 from sparkjobs.table.variant_schema import read_variant_schema
 
@@ -66,7 +81,8 @@ def addressable(name: str) -> bool:
 
 
 def addressable_only(kind: Type) -> Type:
-    """``kind`` without the fields Spark cannot address, every part optional."""
+    """``kind`` without the fields Spark cannot address, every part optional
+    (:func:`with_required` sets the required ones)."""
     if isinstance(kind, Struct):
         return Struct(
             tuple(
@@ -89,11 +105,16 @@ def first_schema(
     declared: Declared | None,
     sample: str | None,
     kinds: Mapping[Path, Mapping[str, int]] | None = None,
+    absent: Mapping[Path, int] | None = None,
 ) -> PayloadPlan:
     """The schema a run starts with: the table's, the declared fields, the sample's new
     fields (a column is widened only by the run itself, :func:`next_schema`); a field the
     sample shows with two kinds takes its commoner kind (``kinds``: how many sampled
-    values had each, by :func:`mixed_places`), the others are rescued."""
+    values had each, by :func:`mixed_places`), the others are rescued.
+
+    Required columns are the table's; with no ``payload`` column yet (``table`` None),
+    :func:`created_required` picks them from ``absent`` (how many sampled objects left
+    out each place, or set it null) and the declared schema."""
     schema = table or Struct(())
     if declared is not None:
         schema = evolve(schema, declared.type, widen=_never).schema
@@ -103,7 +124,34 @@ def first_schema(
         schema = evolve(schema, seen, widen=_never).schema
     found = addressable_only(schema)
     assert isinstance(found, Struct)
-    return PayloadPlan(found, declared.timestamps if declared is not None else {})
+    if table is not None:
+        required = required_paths(table)
+    else:
+        required = created_required(
+            found, absent or {}, declared.type if declared is not None else None, kinds or {}
+        )
+    return PayloadPlan(
+        with_required(found, required), declared.timestamps if declared is not None else {}
+    )
+
+
+def created_required(
+    schema: Struct,
+    absent: Mapping[Path, int],
+    declared: Struct | None,
+    mixed: Collection[Path] = (),
+) -> frozenset[Path]:
+    """The fields of a new ``payload`` column that are required: a place the sample
+    counted (``absent``: how many sampled objects whose parent was set left it out or
+    null) with none absent and one kind (not in ``mixed``), or a place the sample did
+    not count that the declared schema requires."""
+    wanted = required_paths(declared) if declared is not None else frozenset()
+    found = set()
+    for path in struct_paths(schema):
+        counted = absent.get(path)
+        if path not in mixed and (counted == 0 if counted is not None else path in wanted):
+            found.add(path)
+    return frozenset(found)
 
 
 def mixed_places(seen: Type, path: Path = ()) -> list[Path]:
@@ -172,23 +220,35 @@ def list_pointer(path: Path) -> Path:
 
 
 def next_schema(
-    plan: PayloadPlan, shape: str | None, rescued: Mapping[Path, int]
+    plan: PayloadPlan,
+    shape: str | None,
+    rescued: Mapping[Path, int],
+    missing: Mapping[Path, int] | None = None,
 ) -> Evolution | None:
     """The grown schema to write the window again with, or None when the pass stands.
 
     ``shape``: the window's object payloads as ``schema_of_variant_agg`` wrote them;
-    ``rescued``: how many values each place rescued. A column widens only where values
-    were rescued (Spark calls every integer ``BIGINT``: an ``int`` column with no value
-    past 32 bits stays ``int``).
+    ``rescued``: how many values each place rescued; ``missing``: how many records left
+    each required place out (or null, or rescued it), which makes it optional. A column
+    widens only where values were rescued (Spark calls every integer ``BIGINT``: an
+    ``int`` column with no value past 32 bits stays ``int``).
     """
+    relaxed = sorted(path for path, n in (missing or {}).items() if n)
+    required = required_paths(plan.schema) - set(relaxed)
     seen = read_variant_schema(shape) if shape else None
-    if not isinstance(seen, Struct):
-        return None
-    evolution = evolve(plan.schema, seen, widen=lambda path: rescued.get(list_pointer(path), 0) > 0)
+    if isinstance(seen, Struct):
+        evolution = evolve(
+            plan.schema, seen, widen=lambda path: rescued.get(list_pointer(path), 0) > 0
+        )
+    else:
+        evolution = Evolution(plan.schema)
     grown = addressable_only(evolution.schema)
     assert isinstance(grown, Struct)
-    evolution.schema = grown
-    if any(isinstance(c, AddColumn | Widen) for c in evolution.changes):
+    evolution.schema = with_required(grown, required)
+    # The shape leaves out what fitted its column: only the write's counts say optional.
+    evolution.changes = [c for c in evolution.changes if not isinstance(c, MakeOptional)]
+    evolution.changes.extend(MakeOptional(path) for path in relaxed)
+    if evolution.changes:
         return evolution
     return None
 

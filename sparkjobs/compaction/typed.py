@@ -31,12 +31,10 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import structlog
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as sf
 
-from sparkjobs.compaction.lines import parse
-from sparkjobs.compaction.payload_plan import addressable, mixed_places
+from sparkjobs.compaction.payload_plan import addressable
 from sparkjobs.table.evolve import ELEMENT, Path
 from sparkjobs.table.payload import (
     BOOLEAN,
@@ -55,9 +53,6 @@ from sparkjobs.table.payload import (
     Type,
 )
 from sparkjobs.table.payload_columns import to_spark
-from sparkjobs.table.variant_schema import read_variant_schema
-
-log = structlog.get_logger("sparkjobs.compact")
 
 Timestamps = Mapping[Path, str | int]
 """How each declared timestamp is written (``iso`` or units per second), by path
@@ -107,8 +102,8 @@ def typed_frame(
     subs = {path: f"_typed_s{i}" for i, (path, _) in enumerate(places)}
     rows = rows.select(
         "*",
-        _is_object(sf.col(_V)).alias(_ROOT),
-        *(_at(sf.col(_V), path).alias(subs[path]) for path, _ in places),
+        is_object(sf.col(_V)).alias(_ROOT),
+        *(value_at(sf.col(_V), path).alias(subs[path]) for path, _ in places),
     )
     shapes = {path: f"_typed_k{i}" for i, (path, _) in enumerate(places)}
     rows = rows.select(
@@ -174,7 +169,7 @@ def places_of(schema: Struct, path: Path = ()) -> list[tuple[Path, Type]]:
     return found
 
 
-def _at(variant: Column, path: Path) -> Column:
+def value_at(variant: Column, path: Path) -> Column:
     """The value at ``path`` (null where a name cannot be addressed)."""
     if not all(addressable(name) for name in path):
         return sf.lit(None).cast("variant")
@@ -234,7 +229,7 @@ def _present(sub: Column) -> Column:
     return sub.isNotNull() & ~sf.is_variant_null(sub)
 
 
-def _is_object(sub: Column) -> Column:
+def is_object(sub: Column) -> Column:
     return sf.try_variant_get(sub, "$", "struct<>").isNotNull()
 
 
@@ -250,7 +245,7 @@ class _Builder:
         scalars' kind, another list's elements each checked (:meth:`pairs`), a scalar's
         kind."""
         if isinstance(kind, Struct):
-            return _is_object(sub)
+            return is_object(sub)
         if isinstance(kind, ListOf) and _flat(kind) is None:
             return self.pairs(sub, kind, path)
         return sf.schema_of_variant(sub)
@@ -281,7 +276,7 @@ class _Builder:
             every = ~sf.array_contains(pairs.getField("ok"), False)
             return pairs.getField("v"), sf.coalesce(pairs.isNotNull() & every, sf.lit(False))
         if isinstance(kind, Struct):
-            obj = _is_object(sub)
+            obj = is_object(sub)
             parts = [
                 (f, self.leaf(_get(sub, f.name), f.type, (*path, f.name)))
                 for f in kind.fields
@@ -370,57 +365,3 @@ def _timestamp(sub: Column, shape: Column, notation: str | int) -> tuple[Column,
     value = sf.timestamp_micros(micros)
     is_number = (shape == "BIGINT") | shape.startswith("DECIMAL(")
     return value, is_number & micros.isNotNull()
-
-
-Sample = tuple[str | None, dict[Path, dict[str, int]]]
-"""A sample's shape (``schema_of_variant_agg``'s text, None when no payload was an
-object) and, at each place whose values had two kinds, how many had each."""
-
-
-def sample_shape(spark: SparkSession, uris: list[str], payload_format: str) -> Sample:
-    """The shape of the object payloads in ``uris`` (landed objects), and the kinds at
-    its mixed places (:func:`sparkjobs.compaction.payload_plan.mixed_places`); nothing
-    when they cannot be read (the run's own pass then finds the shape)."""
-    if not uris or payload_format != "json":
-        return None, {}
-    objects: DataFrame | None = None
-    try:  # an object gone since the listing fails the read itself
-        lines = parse(spark.read.text(uris).select("value"), payload_format)
-        variant = sf.try_parse_json(sf.col("data"))
-        # Kept for the kinds' count: the objects are read and parsed once.
-        objects = (
-            lines.filter(sf.col("data_problem").isNull())
-            .select(sf.when(_is_object(variant), variant).alias("v"))
-            .persist()
-        )
-        row = objects.agg(sf.schema_of_variant_agg("v").alias("shape")).first()
-        shape = None if row is None else row["shape"]
-        if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
-            return None, {}
-        places = mixed_places(read_variant_schema(shape))
-        return shape, _kinds(objects, places) if places else {}
-    except Exception as exc:  # a damaged object: the run's pass finds the shape instead
-        log.warning("payload sample unread; the pass finds the shape", error=str(exc)[:300])
-        return None, {}
-    finally:
-        if objects is not None:
-            objects.unpersist()
-
-
-def _kinds(objects: DataFrame, places: list[Path]) -> dict[Path, dict[str, int]]:
-    """How many of the sampled values at each place had each kind."""
-    picked = []
-    for i, path in enumerate(places):
-        sub = _at(sf.col("v"), path)
-        picked.append(sf.struct(sf.lit(i).alias("i"), sf.schema_of_variant(sub).alias("k")))
-    rows = (
-        objects.select(sf.explode(sf.array(*picked)).alias("x"))
-        .filter(sf.col("x.k").isNotNull() & (sf.col("x.k") != "VOID"))
-        .groupBy("x.i", "x.k")
-        .count()
-        .collect()
-    )
-    found: dict[Path, dict[str, int]] = {}
-    for row in rows:
-        found.setdefault(places[int(row["i"])], {})[str(row["k"])] = int(row["count"])
-    return found

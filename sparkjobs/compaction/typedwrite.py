@@ -22,9 +22,9 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as sf
 
 from sparkjobs.catalog import TableRef
-from sparkjobs.compaction import eventtime, typedjvm
+from sparkjobs.compaction import eventtime, required, typedjvm
 from sparkjobs.compaction.distribute import task_keys
-from sparkjobs.compaction.job import CompactJob
+from sparkjobs.compaction.job import CompactionError, CompactJob
 from sparkjobs.compaction.payload_plan import (
     PayloadPlan,
     first_schema,
@@ -32,13 +32,14 @@ from sparkjobs.compaction.payload_plan import (
     sample_keys,
     untyped,
 )
-from sparkjobs.compaction.typed import pointer_of, sample_shape, typed_frame
+from sparkjobs.compaction.sample import sample_shape
+from sparkjobs.compaction.typed import pointer_of, typed_frame
 from sparkjobs.io import Filesystem, Listed, join
 from sparkjobs.table import table
 from sparkjobs.table.columns import PAYLOAD, RESCUED
 from sparkjobs.table.evolve import Evolution
 from sparkjobs.table.manifest import RunManifest
-from sparkjobs.table.payload import ListOf, Struct, Type
+from sparkjobs.table.payload import ListOf, Struct, Type, required_paths
 from sparkjobs.table.schema import COMPACTED, written
 
 log = structlog.get_logger("sparkjobs.compact")
@@ -53,6 +54,8 @@ class Typing:
         self.plan = plan
         self.observation = Observation("payload")
         self.places: list[tuple[str, ...]] = []
+        self.required: list[tuple[str, ...]] = []
+        """The required places, in the order of the observation's ``m`` counts."""
         self.engine = ""
         """What typed the rows: ``jvm`` (:mod:`sparkjobs.compaction.typedjvm`) or
         ``spark`` (:mod:`sparkjobs.compaction.typed`); empty when nothing was typed."""
@@ -75,6 +78,8 @@ class Typing:
         rows, typed = made or typed_frame(rows, data, schema, timestamps)
         self.engine = "jvm" if made else "spark"
         self.places = list(typed.flags)
+        payload, missing = required.enforce(typed.payload, schema)
+        self.required = list(missing)
         # Only what is written and counted goes on: the observation is a step of its own,
         # and every column still there would be copied into each row it sees.
         if typed.places is not None:  # one aggregate adds up each place's count
@@ -86,16 +91,18 @@ class Typing:
             counts = [sf.count_if(f"_rescued{i}").alias(f"r{i}") for i in range(len(flags))]
         rows = rows.select(
             *own,
-            typed.payload.alias(PAYLOAD),
+            payload.alias(PAYLOAD),
             typed.rescued.alias(RESCUED),
             typed.shape.alias("_shape"),
             *counted,
+            *(flag.alias(f"_missing{i}") for i, flag in enumerate(missing.values())),
         )
         rows = rows.observe(
             self.observation,
             sf.schema_of_variant_agg("_shape").alias("shape"),
             sf.count_if(sf.col(RESCUED).isNotNull()).alias("rows"),
             *counts,
+            *(sf.count_if(f"_missing{i}").alias(f"m{i}") for i in range(len(missing))),
         )
         return rows, [sf.col(PAYLOAD), sf.col(RESCUED)]
 
@@ -103,6 +110,11 @@ class Typing:
         """The Parquet paths of the typed leaves this pass writes (none before the payload
         has a column)."""
         return parquet_leaves(self.plan.schema) if self.plan.writes_columns else []
+
+    def missing(self) -> dict[tuple[str, ...], int]:
+        """How many records had no value at each required place."""
+        got = self.observation.get
+        return {path: int(got.get(f"m{i}") or 0) for i, path in enumerate(self.required)}
 
     def observed(self) -> tuple[str | None, dict[tuple[str, ...], int], int]:
         """The window's shape (None when no payload was an object), the rescued values
@@ -159,27 +171,36 @@ def first_payload(
     """The payload schema a run starts with: the table's, the declared, a sample's of
     the objects the run reads (``sizes``: their sizes by key)."""
     found = table.open_table(ref, create=False)
-    shape, kinds = sample_shape(
-        spark, [join(job.source, rel) for rel in sample_keys(sizes)], job.payload_format
-    )
+    declared = job.declared.type if job.declared is not None else None
+    keys = [join(job.source, rel) for rel in sample_keys(sizes)]
+    sample = sample_shape(spark, keys, job.payload_format, declared)
     current = table.payload_schema(found) if found is not None else None
-    return first_schema(current, job.declared, shape, kinds)
+    return first_schema(current, job.declared, sample.shape, sample.kinds, sample.absent)
 
 
 def record(typing: Typing, manifest: RunManifest, passes: int) -> Evolution | None:
     """What a pass observed of the payload, in the manifest; the grown schema to write
-    the window again with when it had fields the pass had no column for (only after the
-    first pass: the rewrite's schema holds every field the window has)."""
+    the window again with when it had fields the pass had no column for, or records
+    without a required column's value (only after the first pass: the rewrite's schema
+    holds every field the window has, and relaxes every such column)."""
     shape, rescued, rows = typing.observed()
+    missing = {path: n for path, n in typing.missing().items() if n}
+    if passes > 1 and missing:  # the rewrite relaxed them all: its placeholders stay out
+        places = ", ".join(pointer_of(path) for path in sorted(missing))
+        raise CompactionError(f"the rewrite still had records without required {places}")
+    relaxed = dict(manifest.payload.get("relaxed", {})) if passes > 1 else {}
+    relaxed.update({pointer_of(path): n for path, n in sorted(missing.items())})
     manifest.payload = {
         "passes": passes,
         "engine": typing.engine,
         "columns": [pointer_of(path) for path in _leaves(typing.plan.schema)],
+        "required": [pointer_of(path) for path in sorted(required_paths(typing.plan.schema))],
+        "relaxed": relaxed,
         "rescued_rows": rows,
         "rescued": {pointer_of(path): n for path, n in sorted(rescued.items()) if n},
         "untyped": [pointer_of(path) for path in untyped(typing.plan, shape)],
     }
-    return next_schema(typing.plan, shape, rescued) if passes == 1 else None
+    return next_schema(typing.plan, shape, rescued, missing) if passes == 1 else None
 
 
 def _leaves(schema: Struct, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

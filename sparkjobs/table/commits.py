@@ -39,19 +39,27 @@ def evolve_payload(
 
     ``schema`` holds every column the table has (:func:`sparkjobs.table.evolve.evolve`
     only grows), so the union is the new schema; a table that has it already is left
-    alone (a re-run adds no schema version).
+    alone (a re-run adds no schema version). A field is required only where the table
+    has it required too, or has no ``payload`` column yet: a run that made the column
+    while another did may not add a required one, and the union never tightens one.
     """
     from pyiceberg.schema import Schema as IcebergSchema
     from pyiceberg.types import NestedField, StringType
 
+    from sparkjobs.table.payload import required_paths, with_required
     from sparkjobs.table.payload_columns import to_iceberg
 
     def change(table: Table) -> Callable[[], None] | None:
         names = {f.name for f in table.schema().fields}
-        if payload_schema(table) == schema and RESCUED in names:
+        current = payload_schema(table)
+        required = required_paths(schema)
+        if current is not None:
+            required &= required_paths(current)
+        target = with_required(schema, required)
+        if current == target and RESCUED in names:
             return None
         wanted = IcebergSchema(
-            NestedField(1, PAYLOAD, to_iceberg(schema, 3), required=False),
+            NestedField(1, PAYLOAD, to_iceberg(target, 3), required=False),
             NestedField(2, RESCUED, StringType(), required=False),
         )
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal as Exact
 from typing import Any
@@ -251,3 +251,54 @@ def _fits_decimal(value: Any, column: Decimal) -> bool:
     scale = max(0, -exponent)
     whole = max(len(digits) + exponent, 0)
     return scale <= column.scale and whole <= column.precision - column.scale
+
+
+def struct_paths(kind: Type, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every field's place reached through structs alone (not into lists)."""
+    if not isinstance(kind, Struct):
+        return []
+    found: list[tuple[str, ...]] = []
+    for f in kind.fields:
+        found.append((*path, f.name))
+        found.extend(struct_paths(f.type, (*path, f.name)))
+    return found
+
+
+def required_paths(schema: Struct) -> frozenset[tuple[str, ...]]:
+    """The places of ``schema``'s required fields (through structs alone)."""
+
+    def walk(kind: Struct, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+        found: list[tuple[str, ...]] = []
+        for f in kind.fields:
+            if f.required:
+                found.append((*path, f.name))
+            if isinstance(f.type, Struct):
+                found.extend(walk(f.type, (*path, f.name)))
+        return found
+
+    return frozenset(walk(schema, ()))
+
+
+def with_required(schema: Struct, required: Collection[tuple[str, ...]]) -> Struct:
+    """``schema`` with exactly the fields at ``required`` required (through structs;
+    a list's parts are all optional)."""
+
+    def walk(kind: Type, path: tuple[str, ...], in_list: bool) -> Type:
+        if isinstance(kind, Struct):
+            return Struct(
+                tuple(
+                    Field(
+                        f.name,
+                        walk(f.type, (*path, f.name), in_list),
+                        not in_list and (*path, f.name) in required,
+                    )
+                    for f in kind.fields
+                )
+            )
+        if isinstance(kind, ListOf):
+            return ListOf(walk(kind.element, (*path, "element"), True), element_required=False)
+        return kind
+
+    found = walk(schema, (), False)
+    assert isinstance(found, Struct)
+    return found

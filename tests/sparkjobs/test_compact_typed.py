@@ -270,7 +270,31 @@ def test_drifting_producers_typed_columns_rescued_values_schema_history(
     assert dictionary["shard_id"]
     assert [r["payload"]["items"] for r in in_file if '"sku":7' in r["data"]] == [None]
     assert [m.payload["schema_changed"] for m in manifests] == [True, True, True]
-    assert manifests[0].payload["passes"] == 1
+    # Required: what every record of hour 00 set, from the run that made the column;
+    # coupon and items came later (optional); hour 02's ages as text and its list with a
+    # number relaxed /user/age and /tags (their values rescued, so the columns had none
+    # there): a second pass, so that no placeholder is published.
+    assert manifests[0].payload["required"] == [
+        "/amount",
+        "/id",
+        "/tags",
+        "/ts",
+        "/user",
+        "/user/age",
+        "/user/name",
+    ]
+    assert [m.payload["passes"] for m in manifests] == [1, 1, 2]
+    assert [m.payload["relaxed"] for m in manifests] == [{}, {}, {"/tags": 1, "/user/age": 3}]
+    assert "/user/age" not in manifests[2].payload["required"]
+    assert [f.name for f in schema.fields if f.required] == ["amount", "id", "ts", "user"]
+    (first,) = output.glob("stream=orders/data/*/dt=2026-11-21/hour=00/*.parquet")
+    arrow = pq.read_schema(first).field("payload").type
+    assert not arrow.field("id").nullable
+    assert not arrow.field("user").type.field("age").nullable
+    assert pq.read_schema(written).field("payload").type.field("user").type.field("age").nullable
+    assert all(
+        isinstance(r["payload"]["user"]["age"], int) for r in in_file if '"thirty"' not in r["data"]
+    )
     # The analysis counts the rescued values of its window per place, from the table.
     day = Window.parse("2026-11-21")
     job = AnalyseJob(f"file://{output}", STREAM, day, f"file://{tmp_path / 'reports'}")
@@ -288,6 +312,10 @@ def test_drifting_producers_typed_columns_rescued_values_schema_history(
     # lists no kind is chosen: the tags and the items' sku get no column.
     alone = compact(spark, _job(archive, tmp_path / "alone", 2))
     assert alone.payload["rescued"] == {"/user/age": 3}
+    assert alone.payload["passes"] == 1  # two kinds in the sample: never required
+    # The sample reads the objects the run reads, the hours before for their duplicates
+    # too: big (only from hour 02 on) is optional, the fields every hour has required.
+    assert alone.payload["required"] == ["/amount", "/id", "/ts", "/user", "/user/name"]
     assert "/user/age" in alone.payload["columns"]
     assert alone.payload["untyped"] == ["/items/element/sku", "/tags/element"]
     # A re-run of an hour (a late object) changes no schema.

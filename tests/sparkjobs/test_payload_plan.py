@@ -110,13 +110,6 @@ def test_first_schema_keeps_the_table_adds_declared_and_sampled_fields() -> None
     assert not first_schema(None, None, None).writes_columns
 
 
-def test_declared_required_fields_are_written_optional() -> None:
-    declared = read_declared(
-        {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}
-    )
-    assert first_schema(None, declared, None).schema == _fields(id=LONG)
-
-
 def test_names_spark_cannot_address_get_no_column() -> None:
     kind = _fields(**{"ok": LONG, "a'b\"c": LONG})
     assert addressable_only(kind) == _fields(ok=LONG)

@@ -13,7 +13,8 @@ from pyiceberg.types import StringType
 
 from sparkjobs.catalog import table_ref
 from sparkjobs.table import commits
-from sparkjobs.table.table import COMMIT_ATTEMPTS, CommitConflictError, open_table
+from sparkjobs.table.payload import INT, LONG, STRING, Field, Struct
+from sparkjobs.table.table import COMMIT_ATTEMPTS, CommitConflictError, open_table, payload_schema
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -90,3 +91,20 @@ def test_required_columns_become_optional_once(tmp_path: Path) -> None:
     assert table is not None
     assert not [f.name for f in table.schema().fields if f.required]
     assert commits.relax_required(ref) is False
+
+
+def test_payload_columns_are_required_only_where_the_table_agrees(tmp_path: Path) -> None:
+    """The run that makes the payload column sets its required fields; a run that made
+    it at the same time (its own required set) adds its other fields optional, relaxes
+    what it saw left out, and never tightens an optional one."""
+    ref = table_ref(tmp_path.as_uri(), "s")
+    first = Struct((Field("a", LONG, True), Field("b", STRING, False)))
+    assert commits.evolve_payload(ref, first) is True
+    other = Struct((Field("a", LONG, False), Field("b", STRING, True), Field("z", INT, True)))
+    assert commits.evolve_payload(ref, other) is True
+    table = open_table(ref)
+    assert table is not None
+    assert payload_schema(table) == Struct(
+        (Field("a", LONG, False), Field("b", STRING, False), Field("z", INT, False))
+    )
+    assert commits.evolve_payload(ref, other) is False  # nothing left to change
