@@ -6,7 +6,7 @@ A run decides its payload schema before it reads, from what it knows then:
 2. the declared schema (``LANDER_PAYLOAD_SCHEMA``), whose fields it adds;
 3. a sample of the window: a few objects chosen by a hash of their keys (the same on a
    re-run), their object payloads' shape by ``schema_of_variant_agg``
-   (:func:`sparkjobs.compaction.typed.sample_shape`), whose new fields it adds.
+   (:func:`sparkjobs.compaction.sample.sample_shape`), whose new fields it adds.
 
 The run then writes with that schema and observes the whole window's shape as it
 writes. When the window had a field the sample missed, or values a column could hold
