@@ -188,8 +188,12 @@ def record(typing: Typing, manifest: RunManifest, passes: int) -> Evolution | No
     if passes > 1 and missing:  # the rewrite relaxed them all: its placeholders stay out
         places = ", ".join(pointer_of(path) for path in sorted(missing))
         raise CompactionError(f"the rewrite still had records without required {places}")
-    relaxed = dict(manifest.payload.get("relaxed", {})) if passes > 1 else {}
-    relaxed.update({pointer_of(path): n for path, n in sorted(missing.items())})
+    # A rewrite relaxes nothing more: the first pass's counts stand.
+    relaxed = (
+        manifest.payload.get("relaxed", {})
+        if passes > 1
+        else {pointer_of(path): n for path, n in sorted(missing.items())}
+    )
     manifest.payload = {
         "passes": passes,
         "engine": typing.engine,
