@@ -14,9 +14,9 @@ column and the rescued values, at their places. The window's shape for the schem
 next step is read from it (``schema_of_variant_agg``) instead of from every whole
 payload: a field the schema holds and whose values fit tells the next schema nothing.
 
-The function takes the schema as a plan (:func:`plan_of`, JSON), and Spark is told the
-struct it returns (:func:`returns`) when the function is registered under a name of
-that schema's (:func:`typed_frame`). Without the jar the Spark expressions are used;
+The function takes the schema as a plan (:func:`plan_of`, JSON, passed as bytes), and
+Spark is told the struct it returns (:func:`returns`) when the function is registered
+under a name of that schema's (:func:`typed_frame`). Without the jar the Spark expressions are used;
 tests/sparkjobs/test_typed_jvm.py checks that both give the same rows.
 """
 
@@ -127,7 +127,10 @@ def typed_frame(
     except AnalysisException:
         return None
     # A projection of its own: what reads the result's fields must not call it again.
-    rows = rows.select("*", sf.call_function(name, data, sf.lit(plan)).alias(_COLUMN))
+    # The plan as bytes: the function then knows it by identity, row after row (a string
+    # would be decoded and compared on each).
+    call = sf.call_function(name, data, sf.lit(bytearray(plan.encode())))
+    rows = rows.select("*", call.alias(_COLUMN))
     result = sf.col(_COLUMN)
     places = sf.split(result.getField("places"), ",")
     return rows, Typed(

@@ -37,7 +37,6 @@ import java.time.ZoneId;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Pattern;
@@ -53,7 +52,7 @@ import org.apache.spark.sql.catalyst.util.DateTimeUtils$;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 
-public final class TypedPayload implements UDF2<String, String, Row> {
+public final class TypedPayload implements UDF2<String, byte[], Row> {
   private static final long serialVersionUID = 1L;
 
   private static final JsonFactory JSON =
@@ -67,16 +66,24 @@ public final class TypedPayload implements UDF2<String, String, Row> {
   private static final BigDecimal EPOCH_WHOLE = BigDecimal.TEN.pow(29);
   private static final int MAX_DIGITS = 38;
 
-  private transient String planText;
+  private transient byte[] planText;
   private transient Plan plan;
 
+  /**
+   * The plan comes as bytes (a binary literal): Spark passes a binary value as it holds
+   * it, the literal's one array for every row, so the plan is read once and then known
+   * by identity. As a string it was decoded into a new String and compared with the
+   * last one, character by character, on every row: a third of the function's CPU.
+   */
   @Override
-  public Row call(String data, String planText) throws IOException {
+  public Row call(String data, byte[] planText) throws IOException {
     if (data == null) {
       return null;
     }
-    if (plan == null || !planText.equals(this.planText)) {
-      plan = Plan.read(planText);
+    if (planText != this.planText) {
+      if (plan == null || !Arrays.equals(planText, this.planText)) {
+        plan = Plan.read(planText);
+      }
       this.planText = planText;
     }
     Node root = parse(data);
@@ -109,7 +116,7 @@ public final class TypedPayload implements UDF2<String, String, Row> {
     int end = -1;
     boolean flag; // BOOL: the value; NUM: an integer token
     String text; // STR: the value; NUM: the token
-    Map<String, Node> fields;
+    Fields fields;
     List<Node> items;
     Number number; // NUM: Long, BigDecimal (stripped, scale >= 0) or Double
     int numberKind;
@@ -204,11 +211,47 @@ public final class TypedPayload implements UDF2<String, String, Row> {
     }
   }
 
+  /**
+   * An object's fields in the text's order (the parser refuses a duplicate name), found
+   * by a scan: objects hold a few fields, and names come interned from the parser and
+   * the plan alike, so most compare by identity. A hash map per object cost more.
+   */
+  static final class Fields {
+    String[] names = new String[8];
+    Node[] values = new Node[8];
+    int[] hashes = new int[8];
+    int size;
+
+    void add(String name, Node value) {
+      if (size == names.length) {
+        names = Arrays.copyOf(names, size * 2);
+        values = Arrays.copyOf(values, size * 2);
+        hashes = Arrays.copyOf(hashes, size * 2);
+      }
+      names[size] = name;
+      values[size] = value;
+      hashes[size++] = name.hashCode();
+    }
+
+    Node get(String name) {
+      int hash = name.hashCode();
+      for (int i = 0; i < size; i++) {
+        if (names[i] == name || (hashes[i] == hash && names[i].equals(name))) {
+          return values[i];
+        }
+      }
+      return null;
+    }
+  }
+
   /** The text's first value; null when parse_json would refuse it. */
   static Node parse(String data) throws IOException {
+    // Text decoded from UTF-8 (as Spark's strings are) holds surrogates only in pairs:
+    // a lone one can come only from a backslash-u escape; without one, none is checked.
+    boolean escaped = data.indexOf("\\u") >= 0;
     try (JsonParser parser = JSON.createParser(data)) {
       JsonToken token = parser.nextToken();
-      return token == null ? null : read(parser, token);
+      return token == null ? null : read(parser, token, escaped);
     } catch (com.fasterxml.jackson.core.JacksonException e) {
       return null;
     }
@@ -221,22 +264,23 @@ public final class TypedPayload implements UDF2<String, String, Row> {
     return (int) ((ParserBase) parser).getTokenCharacterOffset() - 1;
   }
 
-  private static Node read(JsonParser parser, JsonToken token) throws IOException {
+  private static Node read(JsonParser parser, JsonToken token, boolean escaped)
+      throws IOException {
     Node node;
     switch (token) {
       case START_OBJECT:
         node = new Node(Node.OBJ, offset(parser));
-        node.fields = new LinkedHashMap<>();
+        node.fields = new Fields();
         for (JsonToken t = parser.nextToken(); t != JsonToken.END_OBJECT; t = parser.nextToken()) {
           String name = parser.currentName();
-          if (!sound(name)) {
+          if (escaped && !sound(name)) {
             return null;
           }
-          Node value = read(parser, parser.nextToken());
+          Node value = read(parser, parser.nextToken(), escaped);
           if (value == null) {
             return null;
           }
-          node.fields.put(name, value);
+          node.fields.add(name, value);
         }
         node.end = offset(parser) + 1;
         return node;
@@ -244,7 +288,7 @@ public final class TypedPayload implements UDF2<String, String, Row> {
         node = new Node(Node.ARR, offset(parser));
         node.items = new ArrayList<>();
         for (JsonToken t = parser.nextToken(); t != JsonToken.END_ARRAY; t = parser.nextToken()) {
-          Node value = read(parser, t);
+          Node value = read(parser, t, escaped);
           if (value == null) {
             return null;
           }
@@ -255,7 +299,7 @@ public final class TypedPayload implements UDF2<String, String, Row> {
       case VALUE_STRING:
         node = new Node(Node.STR, offset(parser));
         node.text = parser.getText();
-        return sound(node.text) ? node : null;
+        return !escaped || sound(node.text) ? node : null;
       case VALUE_NUMBER_INT:
         node = new Node(Node.NUM, offset(parser));
         node.text = parser.getText();
@@ -343,7 +387,7 @@ public final class TypedPayload implements UDF2<String, String, Row> {
     Type root;
     ZoneId zone;
 
-    static Plan read(String text) throws IOException {
+    static Plan read(byte[] text) throws IOException {
       JsonNode node = PLANS.readTree(text);
       Plan plan = new Plan();
       plan.zone = ZoneId.of(node.get("zone").asText());
@@ -393,7 +437,9 @@ public final class TypedPayload implements UDF2<String, String, Row> {
           for (int i = 0; i < fields.size(); i++) {
             JsonNode f = fields.get(i);
             Column c = new Column();
-            c.name = f.get("name").asText();
+            // Interned, as the parser interns the names it reads: a lookup by name then
+            // matches by identity, not character by character.
+            c.name = f.get("name").asText().intern();
             c.type = type(f.get("type"));
             c.place = f.get("place").asInt();
             c.key = f.get("key").asText();
@@ -461,9 +507,10 @@ public final class TypedPayload implements UDF2<String, String, Row> {
           }
         }
       }
-      for (Map.Entry<String, Node> e : object.fields.entrySet()) {
-        if (!struct.byName.containsKey(e.getKey())) {
-          field(residual, e.getKey()).append(e.getValue().raw(data));
+      Fields all = object.fields;
+      for (int i = 0; i < all.size; i++) {
+        if (!struct.byName.containsKey(all.names[i])) {
+          field(residual, all.names[i]).append(all.values[i].raw(data));
         }
       }
       return RowFactory.create(values);
@@ -473,11 +520,12 @@ public final class TypedPayload implements UDF2<String, String, Row> {
     private String residualOf(Node node, Type type) {
       if (type.kind == Kind.STRUCT) {
         StringBuilder inner = new StringBuilder();
-        for (Map.Entry<String, Node> e : node.fields.entrySet()) {
-          Column c = type.byName.get(e.getKey());
-          Node value = e.getValue();
+        Fields all = node.fields;
+        for (int i = 0; i < all.size; i++) {
+          Column c = type.byName.get(all.names[i]);
+          Node value = all.values[i];
           if (c == null) {
-            field(inner, e.getKey()).append(value.raw(data));
+            field(inner, all.names[i]).append(value.raw(data));
           } else if (c.type.holdsStruct && value.kind != Node.NULL) {
             String deeper = residualOf(value, c.type);
             if (deeper != null) {
