@@ -16,8 +16,9 @@ payload: a field the schema holds and whose values fit tells the next schema not
 
 The function takes the schema as a plan (:func:`plan_of`, JSON, passed as bytes), and
 Spark is told the struct it returns (:func:`returns`) when the function is registered
-under a name of that schema's (:func:`typed_frame`). Without the jar the Spark expressions are used;
-tests/sparkjobs/test_typed_jvm.py checks that both give the same rows.
+under a name of that schema's (:func:`typed_frame`). Without the jar the Spark
+expressions are used; tests/sparkjobs/test_typed_jvm.py checks that both give the same
+rows.
 """
 
 from __future__ import annotations

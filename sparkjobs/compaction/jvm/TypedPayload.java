@@ -214,29 +214,28 @@ public final class TypedPayload implements UDF2<String, byte[], Row> {
   /**
    * An object's fields in the text's order (the parser refuses a duplicate name), found
    * by a scan: objects hold a few fields, and names come interned from the parser and
-   * the plan alike, so most compare by identity. A hash map per object cost more.
+   * the plan alike, so most compare by identity (else by String's cached hash, then
+   * text). A hash map per object cost more.
    */
   static final class Fields {
     String[] names = new String[8];
     Node[] values = new Node[8];
-    int[] hashes = new int[8];
     int size;
 
     void add(String name, Node value) {
       if (size == names.length) {
         names = Arrays.copyOf(names, size * 2);
         values = Arrays.copyOf(values, size * 2);
-        hashes = Arrays.copyOf(hashes, size * 2);
       }
       names[size] = name;
-      values[size] = value;
-      hashes[size++] = name.hashCode();
+      values[size++] = value;
     }
 
     Node get(String name) {
       int hash = name.hashCode();
       for (int i = 0; i < size; i++) {
-        if (names[i] == name || (hashes[i] == hash && names[i].equals(name))) {
+        String at = names[i];
+        if (at == name || (at.hashCode() == hash && at.equals(name))) {
           return values[i];
         }
       }
