@@ -127,7 +127,11 @@ def compact(
     manifest.reader = reader_for(spark, plan)
     by_path = manifest.reader == objectreader.WHOLE and objectreader.enable_by_path(spark)
     sizes_read = {rel: f.size for rel, f in plan.read.items()}
-    payload = first_payload(spark, job, ref, sizes_read) if job.typed else None
+    payload = None
+    if job.typed:  # the payload sample's wall time: its Spark job is the run's first
+        mark = time.monotonic()
+        payload = first_payload(spark, job, ref, sizes_read)
+        manifest.timings["sample_s"] = round(time.monotonic() - mark, 3)
     spark_plan = SparkPlan(
         spark,
         job,

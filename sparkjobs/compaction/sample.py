@@ -1,32 +1,40 @@
 """What a run learns of its window's payloads before it writes (issue 48): a sample.
 
 A few of the window's objects (:func:`sparkjobs.compaction.payload_plan.sample_keys`)
-are read and parsed once into variants; :func:`sample_shape` gives:
+are read and parsed once into variants, in one Spark job that gives the shape of each
+object payload (``schema_of_variant``), how many had each shape, and all of them
+joined (``schema_of_variant_agg``). :func:`sample_shape` then gives, from those:
 
-- their object payloads' shape (``schema_of_variant_agg``), whose new fields the run
-  adds as columns;
+- their object payloads' shape, whose new fields the run adds as columns;
 - at each place whose values had two kinds, how many had each (the commoner kind makes
   the column, :func:`sparkjobs.compaction.payload_plan.dominant`);
 - at each field's place (through objects, not into arrays), how many objects whose
   parent was set left it out or null: a place none left out may be a required column
   when the run creates the ``payload`` column
   (:func:`sparkjobs.compaction.payload_plan.created_required`).
+
+The counts are read from the distinct shapes in Python (:func:`kinds_of`,
+:func:`absent_of`: pure): a sampled object's shape says, place by place, what
+``schema_of_variant`` of its value there says. Counting them in Spark took three jobs
+and an expression per place, whose compilation cost more CPU than the day's typing of
+a few thousand rows (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import structlog
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
 
 from sparkjobs.compaction.lines import parse
-from sparkjobs.compaction.payload_plan import mixed_places
-from sparkjobs.compaction.typed import is_object, value_at
+from sparkjobs.compaction.payload_plan import addressable, mixed_places
+from sparkjobs.compaction.typed import is_object
 from sparkjobs.table.evolve import Path
-from sparkjobs.table.payload import Struct, struct_paths
-from sparkjobs.table.variant_schema import read_variant_schema
+from sparkjobs.table.payload import NULL, Struct, Type, struct_paths
+from sparkjobs.table.variant_schema import read_variant_schema, write_variant_schema
 
 log = structlog.get_logger("sparkjobs.compact")
 
@@ -38,7 +46,8 @@ class Sample:
     shape: str | None = None
     """``schema_of_variant_agg``'s text; None when no payload was an object."""
     kinds: dict[Path, dict[str, int]] = field(default_factory=dict)
-    """At each place whose values had two kinds, how many had each."""
+    """At each place whose values had two kinds, how many had each (by the kind's
+    ``schema_of_variant`` text as :func:`write_variant_schema` writes what it reads)."""
     absent: dict[Path, int] = field(default_factory=dict)
     """At each field's place, how many objects whose parent was set had it missing or
     null."""
@@ -52,71 +61,83 @@ def sample_shape(
     cannot be read (the run's own pass then finds the shape)."""
     if not uris or payload_format != "json":
         return Sample()
-    objects: DataFrame | None = None
     try:  # an object gone since the listing fails the read itself
         lines = parse(spark.read.text(uris).select("value"), payload_format)
         variant = sf.try_parse_json(sf.col("data"))
-        # Kept for the counts: the objects are read and parsed once.
         objects = (
             lines.filter(sf.col("data_problem").isNull())
             .select(sf.when(is_object(variant), variant).alias("v"))
             .filter(sf.col("v").isNotNull())
-            .persist()
         )
-        row = objects.agg(sf.schema_of_variant_agg("v").alias("shape")).first()
-        shape = None if row is None else row["shape"]
-        if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
-            return Sample()
-        seen = read_variant_schema(shape)
-        places = mixed_places(seen)
-        paths = sorted({*struct_paths(seen), *struct_paths(declared or Struct(()))})
-        return Sample(
-            shape,
-            _kinds(objects, places) if places else {},
-            _absent(objects, paths) if paths else {},
+        # Each shape with its count, and (the rollup's total) all of them joined.
+        rows = (
+            objects.select("v", sf.schema_of_variant("v").alias("s"))
+            .rollup("s")
+            .agg(
+                sf.grouping("s").alias("total"),
+                sf.count("*").alias("n"),
+                sf.schema_of_variant_agg("v").alias("shape"),
+            )
+            .collect()
         )
     except Exception as exc:  # a damaged object: the run's pass finds the shape instead
         log.warning("payload sample unread; the pass finds the shape", error=str(exc)[:300])
         return Sample()
-    finally:
-        if objects is not None:
-            objects.unpersist()
+    shape = next((row["shape"] for row in rows if row["total"]), None)
+    if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
+        return Sample()
+    shapes = {str(row["s"]): int(row["n"]) for row in rows if not row["total"]}
+    seen = read_variant_schema(shape)
+    places = mixed_places(seen)
+    paths = sorted({*struct_paths(seen), *struct_paths(declared or Struct(()))})
+    return Sample(shape, kinds_of(shapes, places), absent_of(shapes, paths))
 
 
-def _kinds(objects: DataFrame, places: list[Path]) -> dict[Path, dict[str, int]]:
-    """How many of the sampled values at each place had each kind."""
-    picked = []
-    for i, path in enumerate(places):
-        sub = value_at(sf.col("v"), path)
-        picked.append(sf.struct(sf.lit(i).alias("i"), sf.schema_of_variant(sub).alias("k")))
-    rows = (
-        objects.select(sf.explode(sf.array(*picked)).alias("x"))
-        .filter(sf.col("x.k").isNotNull() & (sf.col("x.k") != "VOID"))
-        .groupBy("x.i", "x.k")
-        .count()
-        .collect()
-    )
+def kind_at(shape: Type, path: Path) -> Type | None:
+    """What ``schema_of_variant`` says of the value at ``path`` in an object of
+    ``shape`` (None where there is none: a field left out, a parent that is no object,
+    a name Spark's paths cannot address)."""
+    kind: Type = shape
+    for name in path:
+        if not isinstance(kind, Struct) or not addressable(name):
+            return None
+        found = kind.field(name)
+        if found is None:
+            return None
+        kind = found.type
+    return kind
+
+
+def _set(kind: Type | None) -> bool:
+    """Whether a value is there and not JSON's null (``VOID``)."""
+    return kind is not None and kind != NULL
+
+
+def kinds_of(shapes: Mapping[str, int], places: list[Path]) -> dict[Path, dict[str, int]]:
+    """How many of the sampled values at each place had each kind (``shapes``: how many
+    objects had each ``schema_of_variant`` text); nulls and left-out values not counted."""
     found: dict[Path, dict[str, int]] = {}
-    for row in rows:
-        found.setdefault(places[int(row["i"])], {})[str(row["k"])] = int(row["count"])
+    if not places:
+        return found
+    for text, count in shapes.items():
+        shape = read_variant_schema(text)
+        for path in places:
+            kind = kind_at(shape, path)
+            if _set(kind):
+                assert kind is not None
+                each = found.setdefault(path, {})
+                name = write_variant_schema(kind)
+                each[name] = each.get(name, 0) + count
     return found
 
 
-def _set(value: Column) -> Column:
-    """Whether a variant value is there and not JSON's null."""
-    return value.isNotNull() & ~sf.is_variant_null(value)
-
-
-def _absent(objects: DataFrame, paths: list[Path]) -> dict[Path, int]:
-    """How many sampled objects whose parent was set left each place out or null."""
-    v = sf.col("v")
-    counts = [
-        sf.count_if(
-            _set(value_at(v, path[:-1]) if path[:-1] else v) & ~_set(value_at(v, path))
-        ).alias(f"a{i}")
-        for i, path in enumerate(paths)
-    ]
-    row = objects.agg(*counts).first()
-    if row is None:
-        return {}
-    return {path: int(row[f"a{i}"] or 0) for i, path in enumerate(paths)}
+def absent_of(shapes: Mapping[str, int], paths: list[Path]) -> dict[Path, int]:
+    """How many sampled objects whose parent was set left each place out or null
+    (``shapes`` as for :func:`kinds_of`)."""
+    found = dict.fromkeys(paths, 0)
+    for text, count in shapes.items():
+        shape = read_variant_schema(text)
+        for path in paths:
+            if _set(kind_at(shape, path[:-1])) and not _set(kind_at(shape, path)):
+                found[path] += count
+    return found

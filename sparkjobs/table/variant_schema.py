@@ -114,7 +114,8 @@ def _expect(text: str, at: int, token: str) -> int:
 
 
 def write_variant_schema(kind: Type) -> str:
-    """``kind`` as ``schema_of_variant`` would write it (for tests: what it reads back)."""
+    """``kind`` as ``schema_of_variant`` would write it (what :func:`read_variant_schema`
+    reads back as ``kind``)."""
     if isinstance(kind, Struct):
         inner = ", ".join(f"{_quoted(f.name)}: {write_variant_schema(f.type)}" for f in kind.fields)
         return f"OBJECT<{inner}>"
