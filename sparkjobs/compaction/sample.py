@@ -14,15 +14,15 @@ joined (``schema_of_variant_agg``). :func:`sample_shape` then gives, from those:
   (:func:`sparkjobs.compaction.payload_plan.created_required`).
 
 The counts are read from the distinct shapes in Python (:func:`kinds_of`,
-:func:`absent_of`: pure): a sampled object's shape says, place by place, what
-``schema_of_variant`` of its value there says. Counting them in Spark took three jobs
+:func:`absent_of`: pure, one walk of each shape): a sampled object's shape says, place
+by place, what ``schema_of_variant`` of its value there says. Counting them in Spark took three jobs
 and an expression per place, whose compilation cost more CPU than the day's typing of
 a few thousand rows (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import structlog
@@ -86,58 +86,53 @@ def sample_shape(
     shape = next((row["shape"] for row in rows if row["total"]), None)
     if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
         return Sample()
-    shapes = {str(row["s"]): int(row["n"]) for row in rows if not row["total"]}
+    shapes = [(read_variant_schema(row["s"]), int(row["n"])) for row in rows if not row["total"]]
     seen = read_variant_schema(shape)
     places = mixed_places(seen)
     paths = sorted({*struct_paths(seen), *struct_paths(declared or Struct(()))})
     return Sample(shape, kinds_of(shapes, places), absent_of(shapes, paths))
 
 
-def kind_at(shape: Type, path: Path) -> Type | None:
-    """What ``schema_of_variant`` says of the value at ``path`` in an object of
-    ``shape`` (None where there is none: a field left out, a parent that is no object,
-    a name Spark's paths cannot address)."""
-    kind: Type = shape
-    for name in path:
-        if not isinstance(kind, Struct) or not addressable(name):
-            return None
-        found = kind.field(name)
-        if found is None:
-            return None
-        kind = found.type
-    return kind
+Shapes = list[tuple[Type, int]]
+"""The sampled objects' shapes (``schema_of_variant`` read), each with how many had it."""
 
 
-def _set(kind: Type | None) -> bool:
-    """Whether a value is there and not JSON's null (``VOID``)."""
-    return kind is not None and kind != NULL
+def _places_in(kind: Type, path: Path = ()) -> Iterator[tuple[Path, Type]]:
+    """Each place in an object of shape ``kind`` with what ``schema_of_variant`` says of
+    its value, through objects (not into arrays), where Spark's paths can address it."""
+    if isinstance(kind, Struct):
+        for f in kind.fields:
+            if addressable(f.name):
+                at = (*path, f.name)
+                yield at, f.type
+                yield from _places_in(f.type, at)
 
 
-def kinds_of(shapes: Mapping[str, int], places: list[Path]) -> dict[Path, dict[str, int]]:
-    """How many of the sampled values at each place had each kind (``shapes``: how many
-    objects had each ``schema_of_variant`` text); nulls and left-out values not counted."""
+def kinds_of(shapes: Shapes, places: list[Path]) -> dict[Path, dict[str, int]]:
+    """How many of the sampled values at each of ``places`` had each kind; nulls and
+    left-out values not counted."""
+    wanted = set(places)
     found: dict[Path, dict[str, int]] = {}
-    if not places:
-        return found
-    for text, count in shapes.items():
-        shape = read_variant_schema(text)
-        for path in places:
-            kind = kind_at(shape, path)
-            if _set(kind):
-                assert kind is not None
+    for shape, count in shapes if wanted else ():
+        for path, kind in _places_in(shape):
+            if path in wanted and kind != NULL:
                 each = found.setdefault(path, {})
                 name = write_variant_schema(kind)
                 each[name] = each.get(name, 0) + count
     return found
 
 
-def absent_of(shapes: Mapping[str, int], paths: list[Path]) -> dict[Path, int]:
-    """How many sampled objects whose parent was set left each place out or null
-    (``shapes`` as for :func:`kinds_of`)."""
-    found = dict.fromkeys(paths, 0)
-    for text, count in shapes.items():
-        shape = read_variant_schema(text)
-        for path in paths:
-            if _set(kind_at(shape, path[:-1])) and not _set(kind_at(shape, path)):
-                found[path] += count
-    return found
+def absent_of(shapes: Shapes, paths: list[Path]) -> dict[Path, int]:
+    """How many sampled objects whose parent was set left each of ``paths`` out or null:
+    those with the parent set less those with the place set (a value is set only in a
+    parent that is set)."""
+    objects = sum(count for _, count in shapes)
+    present: dict[Path, int] = {}
+    for shape, count in shapes:
+        for path, kind in _places_in(shape):
+            if kind != NULL:
+                present[path] = present.get(path, 0) + count
+    return {
+        path: (present.get(path[:-1], 0) if path[:-1] else objects) - present.get(path, 0)
+        for path in paths
+    }
