@@ -80,14 +80,16 @@ def sample_shape(
             )
             .collect()
         )
+        shape = next((row["shape"] for row in rows if row["total"]), None)
+        if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
+            return Sample()
+        shapes = [
+            (read_variant_schema(row["s"]), int(row["n"])) for row in rows if not row["total"]
+        ]
+        seen = read_variant_schema(shape)
     except Exception as exc:  # a damaged object: the run's pass finds the shape instead
         log.warning("payload sample unread; the pass finds the shape", error=str(exc)[:300])
         return Sample()
-    shape = next((row["shape"] for row in rows if row["total"]), None)
-    if not (isinstance(shape, str) and shape.startswith("OBJECT<")):
-        return Sample()
-    shapes = [(read_variant_schema(row["s"]), int(row["n"])) for row in rows if not row["total"]]
-    seen = read_variant_schema(shape)
     places = mixed_places(seen)
     paths = sorted({*struct_paths(seen), *struct_paths(declared or Struct(()))})
     return Sample(shape, kinds_of(shapes, places), absent_of(shapes, paths))
