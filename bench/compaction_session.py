@@ -188,12 +188,12 @@ def typed_columns(
     the lines, best of each.
 
     The production-like archive has every payload shape producers send. What a typed
-    run pays once (its sample of the window, its schema's commit) its one-object run
-    pays too; what grows with the window is counted: the typing, the observation of the
-    window's shape, and a second pass when the sample missed a field (the manifest's
-    ``passes``). Both must keep the model's rows; ``typed_engine``
-    says what typed them (``jvm``: the object reader's jar, as a run with ``javac`` or
-    the Spark image has it).
+    run pays once (its schema's commit) its one-object run pays too; what grows with
+    the window is counted: the typing, the observation of the window's shape, a second
+    pass when the sample missed a field (the manifest's ``passes``), and what the
+    sample of the window (up to 32 objects) costs beyond a one-object window's. Both
+    must keep the model's rows; ``typed_engine`` says what typed them (``jvm``: the
+    object reader's jar, as a run with ``javac`` or the Spark image has it).
     """
     archive, window = work / "archive", DAY.isoformat()
     want, lines = _expected(archive, STREAM, window)
