@@ -15,9 +15,9 @@ joined (``schema_of_variant_agg``). :func:`sample_shape` then gives, from those:
 
 The counts are read from the distinct shapes in Python (:func:`kinds_of`,
 :func:`absent_of`: pure, one walk of each shape): a sampled object's shape says, place
-by place, what ``schema_of_variant`` of its value there says. Counting them in Spark took three jobs
-and an expression per place, whose compilation cost more CPU than the day's typing of
-a few thousand rows (docs/benchmarks.md).
+by place, what ``schema_of_variant`` of its value there says. Counted in Spark, they
+took two more jobs and an expression per place, whose planning and compilation cost
+about as much CPU as typing the production-like day's rows (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -115,7 +115,9 @@ def kinds_of(shapes: Shapes, places: list[Path]) -> dict[Path, dict[str, int]]:
     left-out values not counted."""
     wanted = set(places)
     found: dict[Path, dict[str, int]] = {}
-    for shape, count in shapes if wanted else ():
+    if not wanted:
+        return found
+    for shape, count in shapes:
         for path, kind in _places_in(shape):
             if path in wanted and kind != NULL:
                 each = found.setdefault(path, {})
